@@ -1,0 +1,210 @@
+// A value that becomes available later, completed from any thread.
+//
+// Collectives return Work whose get_future() is a Future; hooks return
+// Future<Tensor>. then(fn) chains work without blocking: fn runs on the
+// thread that completes this future (or at once if already complete), and an
+// error skips fn and flows into the returned future.
+#ifndef DDPX_PROCESS_GROUP_FUTURE_H_
+#define DDPX_PROCESS_GROUP_FUTURE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace ddpx {
+
+// Wait without a deadline.
+inline constexpr std::chrono::milliseconds kNoTimeout{-1};
+
+template <typename T>
+class Future;
+
+namespace future_internal {
+template <typename R>
+struct Unwrap {
+  using type = R;
+};
+template <typename U>
+struct Unwrap<absl::StatusOr<U>> {
+  using type = U;
+};
+}  // namespace future_internal
+
+template <typename T>
+class Future : public std::enable_shared_from_this<Future<T>> {
+ public:
+  using Callback = std::function<void(Future<T>&)>;
+
+  static std::shared_ptr<Future<T>> create() {
+    return std::shared_ptr<Future<T>>(new Future<T>());
+  }
+  static std::shared_ptr<Future<T>> ready(T value) {
+    auto f = create();
+    f->set_value(std::move(value));
+    return f;
+  }
+  static std::shared_ptr<Future<T>> failed(absl::Status error) {
+    auto f = create();
+    f->set_error(std::move(error));
+    return f;
+  }
+
+  // The first completion wins; later ones are ignored (returns false).
+  bool set_value(T value) { return complete(absl::OkStatus(), std::move(value)); }
+  bool set_error(absl::Status error) {
+    if (error.ok()) error = absl::InternalError("future failed with an OK status");
+    return complete(std::move(error), std::nullopt);
+  }
+  bool set_result(absl::StatusOr<T> result) {
+    if (result.ok()) return set_value(std::move(*result));
+    return set_error(result.status());
+  }
+
+  bool is_completed() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return done_;
+  }
+
+  // Blocks until completion or `timeout` (kNoTimeout: forever). Returns the
+  // future's error, or DeadlineExceeded if it did not complete in time.
+  absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) const {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (timeout < std::chrono::milliseconds::zero()) {
+      cv_.wait(lock, [&] { return done_; });
+    } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "future not completed within ", timeout.count(), " ms"));
+    }
+    return status_;
+  }
+
+  // Waits, then returns the value or the error.
+  absl::StatusOr<T> result() const {
+    absl::Status s = wait();
+    if (!s.ok()) return s;
+    std::lock_guard<std::mutex> lock(mu_);
+    return *value_;
+  }
+  // Waits, then returns the value; the future must have succeeded.
+  T& value() {
+    wait().IgnoreError();
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!status_.ok()) {
+      fprintf(stderr, "Future::value() on a failed future: %s\n",
+              status_.ToString().c_str());
+      abort();
+    }
+    return *value_;
+  }
+  absl::Status status() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return status_;
+  }
+
+  // Runs `cb` once complete: at once on this thread if already complete,
+  // otherwise on the completing thread.
+  void add_callback(Callback cb) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!done_) {
+        callbacks_.push_back(std::move(cb));
+        return;
+      }
+    }
+    cb(*this);
+  }
+
+  // fn(T&) returns U or absl::StatusOr<U>; the result is a Future<U>.
+  template <typename F>
+  auto then(F fn) {
+    using R = std::invoke_result_t<F, T&>;
+    using U = typename future_internal::Unwrap<R>::type;
+    auto next = Future<U>::create();
+    add_callback([next, fn = std::move(fn)](Future<T>& self) mutable {
+      absl::Status s = self.status();
+      if (!s.ok()) {
+        next->set_error(s);
+        return;
+      }
+      next->set_result(fn(self.value()));
+    });
+    return next;
+  }
+
+ private:
+  Future() = default;
+
+  bool complete(absl::Status status, std::optional<T> value) {
+    std::vector<Callback> callbacks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (done_) return false;
+      status_ = std::move(status);
+      value_ = std::move(value);
+      done_ = true;
+      callbacks.swap(callbacks_);
+    }
+    cv_.notify_all();
+    for (auto& cb : callbacks) cb(*this);
+    return true;
+  }
+
+  mutable std::mutex mu_;
+  mutable std::condition_variable cv_;
+  bool done_ = false;
+  absl::Status status_;
+  std::optional<T> value_;
+  std::vector<Callback> callbacks_;
+};
+
+// Completes when every input has; fails with the first error.
+template <typename T>
+std::shared_ptr<Future<std::vector<T>>> collect_all(
+    const std::vector<std::shared_ptr<Future<T>>>& futures) {
+  auto out = Future<std::vector<T>>::create();
+  if (futures.empty()) {
+    out->set_value({});
+    return out;
+  }
+  struct Shared {
+    std::mutex mu;
+    size_t remaining;
+    std::vector<std::shared_ptr<Future<T>>> inputs;
+  };
+  auto shared = std::make_shared<Shared>();
+  shared->remaining = futures.size();
+  shared->inputs = futures;
+  for (const auto& f : futures) {
+    f->add_callback([shared, out](Future<T>& done) {
+      if (!done.status().ok()) {
+        out->set_error(done.status());
+        return;
+      }
+      bool last;
+      {
+        std::lock_guard<std::mutex> lock(shared->mu);
+        last = --shared->remaining == 0;
+      }
+      if (!last) return;
+      std::vector<T> values;
+      values.reserve(shared->inputs.size());
+      for (auto& in : shared->inputs) values.push_back(in->value());
+      out->set_value(std::move(values));
+    });
+  }
+  return out;
+}
+
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_FUTURE_H_

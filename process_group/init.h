@@ -1,0 +1,66 @@
+// Rendezvous: building a ProcessGroup from an init method and a backend name.
+#ifndef DDPX_PROCESS_GROUP_INIT_H_
+#define DDPX_PROCESS_GROUP_INIT_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "process_group/backend.h"
+#include "process_group/process_group.h"
+#include "store/store.h"
+
+namespace ddpx {
+
+struct InitOptions {
+  // "gloo", "nccl", "round_robin:gloo*2".
+  std::string backend = "gloo";
+  // "env://" (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, or SLURM_*, or
+  // OMPI_COMM_WORLD_*), "tcp://host:port", "file:///path".
+  std::string init_method = "env://";
+  int world_size = -1;  // -1: from the init method / environment
+  int rank = -1;
+  std::chrono::milliseconds timeout = std::chrono::minutes(30);
+  // An already-built store; when set, init_method is ignored.
+  std::shared_ptr<Store> store;
+};
+
+// Where this process sits in the job, as read from the environment.
+struct LaunchEnv {
+  int rank = -1;
+  int world_size = -1;
+  int local_rank = -1;
+  int local_world_size = -1;
+  std::string master_addr;
+  int master_port = -1;
+};
+absl::StatusOr<LaunchEnv> read_launch_env();
+
+// Creates the group and makes it the default group.
+absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
+    const InitOptions& options);
+// The default group (null before init_process_group / after destroy).
+std::shared_ptr<ProcessGroup> default_process_group();
+// A subgroup of the default group's ranks, sharing its store through a
+// PrefixStore. Every rank of the default group must call it with the same
+// ranks (torch semantics); ranks outside `ranks` get nullptr.
+absl::StatusOr<std::shared_ptr<ProcessGroup>> new_group(
+    const std::vector<int>& ranks, const std::string& backend = "");
+void destroy_process_group();
+
+// Backends register a factory under a name ("gloo", "nccl").
+using BackendFactory = std::function<absl::StatusOr<std::shared_ptr<Backend>>(
+    std::shared_ptr<Store> store, int rank, int size,
+    std::chrono::milliseconds timeout)>;
+void register_backend(const std::string& name, BackendFactory factory);
+// Builds a backend from a backend string (including "round_robin:gloo*2").
+absl::StatusOr<std::shared_ptr<Backend>> create_backend(
+    const std::string& spec, std::shared_ptr<Store> store, int rank, int size,
+    std::chrono::milliseconds timeout);
+
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_INIT_H_

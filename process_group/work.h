@@ -1,0 +1,86 @@
+// A handle on one in-flight collective or point-to-point operation.
+#ifndef DDPX_PROCESS_GROUP_WORK_H_
+#define DDPX_PROCESS_GROUP_WORK_H_
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "process_group/future.h"
+#include "process_group/options.h"
+#include "process_group/tensor.h"
+
+namespace ddpx {
+
+using TensorList = std::vector<Tensor>;
+
+class Work {
+ public:
+  virtual ~Work() = default;
+
+  virtual OpType op() const = 0;
+  virtual bool is_completed() const = 0;
+  // True once completed without error.
+  virtual bool is_success() const = 0;
+  // The error, once failed; OK otherwise.
+  virtual absl::Status exception() const = 0;
+  // Blocks until done or `timeout` (kNoTimeout: forever) and returns the
+  // error, if any. On the CPU the outputs are ready when this returns OK; on
+  // CUDA (NCCL) the caller's stream is made to wait instead.
+  virtual absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) = 0;
+  // Completes with the op's output tensors.
+  virtual std::shared_ptr<Future<TensorList>> get_future() = 0;
+  // For recv_anysource: the rank the message came from (-1 before then).
+  virtual int source_rank() const { return -1; }
+  // Fails the work (and its future) with Cancelled.
+  virtual void abort() = 0;
+};
+
+// The usual Work: a future plus the op it belongs to. Backends complete it
+// with finish() / fail().
+class FutureWork : public Work {
+ public:
+  explicit FutureWork(OpType op)
+      : op_(op), future_(Future<TensorList>::create()) {}
+
+  // A Work that has already failed: how bad input is reported.
+  static std::shared_ptr<FutureWork> failed(OpType op, absl::Status error) {
+    auto w = std::make_shared<FutureWork>(op);
+    w->fail(std::move(error));
+    return w;
+  }
+
+  OpType op() const override { return op_; }
+  bool is_completed() const override { return future_->is_completed(); }
+  bool is_success() const override {
+    return future_->is_completed() && future_->status().ok();
+  }
+  absl::Status exception() const override {
+    return future_->is_completed() ? future_->status() : absl::OkStatus();
+  }
+  absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) override {
+    return future_->wait(timeout);
+  }
+  std::shared_ptr<Future<TensorList>> get_future() override { return future_; }
+  int source_rank() const override { return source_rank_; }
+  void abort() override {
+    fail(absl::CancelledError(std::string(op_type_name(op_)) + ": aborted"));
+  }
+
+  void finish(TensorList outputs, int source_rank = -1) {
+    source_rank_ = source_rank;
+    future_->set_value(std::move(outputs));
+  }
+  void fail(absl::Status error) { future_->set_error(std::move(error)); }
+
+ private:
+  OpType op_;
+  std::shared_ptr<Future<TensorList>> future_;
+  std::atomic<int> source_rank_{-1};
+};
+
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_WORK_H_

@@ -1,0 +1,50 @@
+#include "process_group/future.h"
+
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace ddpx {
+namespace {
+
+TEST(Future, ThenChainsAcrossThreads) {
+  auto f = Future<int>::create();
+  auto g = f->then([](int& v) { return v * 2; })->then([](int& v) {
+    return absl::StatusOr<std::string>(std::to_string(v));
+  });
+  std::thread t([&] { f->set_value(21); });
+  t.join();
+  ASSERT_TRUE(g->wait(std::chrono::milliseconds(1000)).ok());
+  EXPECT_EQ(g->value(), "42");
+}
+
+TEST(Future, ErrorsSkipThenAndPropagate) {
+  auto f = Future<int>::create();
+  bool ran = false;
+  auto g = f->then([&](int& v) { ran = true; return v; });
+  f->set_error(absl::UnavailableError("peer 3 went away"));
+  EXPECT_FALSE(ran);
+  EXPECT_EQ(g->status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(g->status().message(), "peer 3 went away");
+}
+
+TEST(Future, WaitTimesOutAndFirstCompletionWins) {
+  auto f = Future<int>::create();
+  EXPECT_EQ(f->wait(std::chrono::milliseconds(10)).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  EXPECT_TRUE(f->set_value(1));
+  EXPECT_FALSE(f->set_error(absl::InternalError("late")));
+  EXPECT_EQ(f->value(), 1);
+}
+
+TEST(Future, CollectAllWaitsForEveryInput) {
+  auto a = Future<int>::create(), b = Future<int>::create();
+  auto all = collect_all<int>({a, b});
+  a->set_value(1);
+  EXPECT_FALSE(all->is_completed());
+  b->set_value(2);
+  EXPECT_EQ(all->value(), (std::vector<int>{1, 2}));
+}
+
+}  // namespace
+}  // namespace ddpx
