@@ -1,0 +1,54 @@
+// The communication hook interface (seed 000): DDP hands each full bucket to
+// a hook, which returns a future of the bucket's averaged gradients.
+//
+// In torch a hook is a function plus a `state` object; here the state lives
+// in the hook object, and FunctionHook adapts a plain function.
+#ifndef DDPX_HOOKS_COMM_HOOK_H_
+#define DDPX_HOOKS_COMM_HOOK_H_
+
+#include <cstdint>
+#include <functional>
+#include <iosfwd>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "hooks/grad_bucket.h"
+#include "process_group/future.h"
+#include "process_group/tensor.h"
+
+namespace ddpx {
+
+class CommHook {
+ public:
+  virtual ~CommHook() = default;
+  // "allreduce", "fp16", "powersgd", ...
+  virtual std::string name() const = 0;
+  // Launches communication for `bucket` and returns at once. The future's
+  // value is a tensor with the buffer's dtype and numel holding the gradients
+  // averaged over ranks; DDP copies it back into the parameters' gradients.
+  virtual std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) = 0;
+  // Hook state (PowerSGD's error feedback, warm-start Qs, iteration), so a
+  // resumed run continues as if it had not stopped. Stateless hooks write
+  // nothing.
+  virtual absl::Status save_state(std::ostream& out) const { return absl::OkStatus(); }
+  virtual absl::Status load_state(std::istream& in) { return absl::OkStatus(); }
+};
+
+using CommHookFn = std::function<std::shared_ptr<Future<Tensor>>(GradBucket&)>;
+
+class FunctionHook : public CommHook {
+ public:
+  FunctionHook(std::string name, CommHookFn fn)
+      : name_(std::move(name)), fn_(std::move(fn)) {}
+  std::string name() const override { return name_; }
+  std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override { return fn_(bucket); }
+
+ private:
+  std::string name_;
+  CommHookFn fn_;
+};
+
+}  // namespace ddpx
+
+#endif  // DDPX_HOOKS_COMM_HOOK_H_
