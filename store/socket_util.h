@@ -1,0 +1,27 @@
+// Small POSIX socket helpers shared by the TCPStore server, client and tests.
+#ifndef DDPX_STORE_SOCKET_UTIL_H_
+#define DDPX_STORE_SOCKET_UTIL_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+
+namespace ddpx {
+
+// "what: strerror(errno)" as an absl::Status of a code that fits errno.
+absl::Status errno_status(const std::string& what, int err);
+
+absl::Status set_nonblocking(int fd, bool nonblocking);
+// Disables Nagle: store requests are small and latency-bound.
+absl::Status set_nodelay(int fd);
+
+// "127.0.0.1:4242" / "[::1]:4242" for the remote end, "?" if unknown.
+std::string peer_name(int fd);
+// The local port a socket is bound to.
+absl::StatusOr<uint16_t> local_port(int fd);
+
+}  // namespace ddpx
+
+#endif  // DDPX_STORE_SOCKET_UTIL_H_

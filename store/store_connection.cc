@@ -1,0 +1,231 @@
+#include "store/store_connection.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "store/protocol.h"
+#include "store/socket_util.h"
+
+namespace ddpx {
+
+namespace {
+
+int ms_until(StoreConnection::Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      deadline - StoreConnection::Clock::now());
+  // Round up so a wait never ends before the deadline it was given.
+  return static_cast<int>(std::max<int64_t>(0, left.count() + 1));
+}
+
+// Waits for `events` on fd; false on timeout.
+absl::StatusOr<bool> wait_for(int fd, short events,
+                              StoreConnection::Clock::time_point deadline) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    int rc = poll(&p, 1, ms_until(deadline));
+    if (rc < 0) {
+      if (errno == EINTR) continue;
+      return errno_status("poll", errno);
+    }
+    if (rc == 0) {
+      if (StoreConnection::Clock::now() < deadline) continue;
+      return false;
+    }
+    return true;
+  }
+}
+
+}  // namespace
+
+StoreConnection::~StoreConnection() { close(fd_); }
+
+absl::StatusOr<int> StoreConnection::connect_once(const std::string& host,
+                                                  uint16_t port,
+                                                  Clock::time_point deadline) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &res);
+  if (rc != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot resolve store host '", host,
+                                               "': ", gai_strerror(rc)));
+  }
+  absl::Status last = absl::UnavailableError("no address");
+  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                    ai->ai_protocol);
+    if (fd < 0) {
+      last = errno_status("socket", errno);
+      continue;
+    }
+    int err = 0;
+    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
+      err = errno;
+      if (err == EINPROGRESS) {
+        absl::StatusOr<bool> ready = wait_for(fd, POLLOUT, deadline);
+        socklen_t len = sizeof(err);
+        if (!ready.ok() || !*ready) {
+          err = ETIMEDOUT;
+        } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+          err = errno;
+        }
+      }
+    }
+    if (err == 0) {
+      freeaddrinfo(res);
+      (void)set_nodelay(fd);
+      return fd;
+    }
+    last = errno_status("connect", err);
+    close(fd);
+  }
+  freeaddrinfo(res);
+  return last;
+}
+
+absl::StatusOr<std::unique_ptr<StoreConnection>> StoreConnection::connect(
+    const std::string& host, uint16_t port, std::chrono::milliseconds timeout) {
+  const Clock::time_point deadline = Clock::now() + timeout;
+  std::string server = absl::StrCat(host, ":", port);
+  std::mt19937_64 rng(std::random_device{}());
+  auto backoff = std::chrono::milliseconds(10);
+  const auto max_backoff = std::chrono::milliseconds(1000);
+  absl::Status last;
+  int attempts = 0;
+  for (;;) {
+    ++attempts;
+    absl::StatusOr<int> fd = connect_once(host, port, deadline);
+    if (fd.ok()) {
+      std::unique_ptr<StoreConnection> conn(new StoreConnection(*fd, server));
+      last = conn->handshake(deadline);
+      if (last.ok()) return conn;
+    } else {
+      last = fd.status();
+    }
+    auto now = Clock::now();
+    if (now >= deadline) break;
+    // Full jitter: many clients started together do not retry in lockstep.
+    std::uniform_int_distribution<int64_t> jitter(backoff.count() / 2, backoff.count());
+    auto pause = std::min<std::chrono::milliseconds>(
+        std::chrono::milliseconds(jitter(rng)),
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now));
+    std::this_thread::sleep_for(pause);
+    backoff = std::min(backoff * 2, max_backoff);
+  }
+  return absl::DeadlineExceededError(absl::StrCat(
+      "store: could not connect to the store server at ", server, " within ",
+      timeout.count(), " ms (", attempts, " attempts; last error: ",
+      last.message(), ")"));
+}
+
+absl::Status StoreConnection::handshake(Clock::time_point deadline) {
+  std::string frame;
+  const uint32_t nonce = static_cast<uint32_t>(getpid());
+  protocol::FrameWriter(&frame)
+      .query(protocol::QueryType::kValidate)
+      .u32(protocol::kValidationMagic)
+      .query(protocol::QueryType::kPing)
+      .u32(nonce);
+  absl::Status s = send(frame, deadline);
+  if (!s.ok()) return s;
+  std::string echo;
+  s = recv(4, &echo, deadline);
+  if (!s.ok()) return s;
+  uint32_t got = protocol::read_u32(reinterpret_cast<const uint8_t*>(echo.data()));
+  if (got != nonce) {
+    return absl::DataLossError(absl::StrCat("store server at ", server_,
+                                            " answered PING ", nonce, " with ", got,
+                                            "; is it a TCPStore server?"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreConnection::send(const std::string& bytes, Clock::time_point deadline) {
+  size_t off = 0;
+  while (off < bytes.size()) {
+    ssize_t n = ::send(fd_, bytes.data() + off, bytes.size() - off, MSG_NOSIGNAL);
+    if (n >= 0) {
+      off += static_cast<size_t>(n);
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return errno_status(absl::StrCat("store: sending to the server at ", server_), errno);
+    }
+    absl::StatusOr<bool> ready = wait_for(fd_, POLLOUT, deadline);
+    if (!ready.ok()) return ready.status();
+    if (!*ready) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("store: timed out sending a request to ", server_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreConnection::recv(size_t n, std::string* out, Clock::time_point deadline) {
+  out->resize(n);
+  size_t off = 0;
+  while (off < n) {
+    ssize_t got = ::recv(fd_, &(*out)[off], n - off, 0);
+    if (got > 0) {
+      off += static_cast<size_t>(got);
+      continue;
+    }
+    if (got == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "store: the server at ", server_, " closed the connection"));
+    }
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      return errno_status(absl::StrCat("store: receiving from the server at ", server_),
+                          errno);
+    }
+    absl::StatusOr<bool> ready = wait_for(fd_, POLLIN, deadline);
+    if (!ready.ok()) return ready.status();
+    if (!*ready) {
+      return absl::DeadlineExceededError(
+          absl::StrCat("store: timed out waiting for a reply from ", server_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint8_t> StoreConnection::recv_u8(Clock::time_point deadline) {
+  std::string b;
+  absl::Status s = recv(1, &b, deadline);
+  if (!s.ok()) return s;
+  return static_cast<uint8_t>(b[0]);
+}
+
+absl::StatusOr<int64_t> StoreConnection::recv_i64(Clock::time_point deadline) {
+  std::string b;
+  absl::Status s = recv(8, &b, deadline);
+  if (!s.ok()) return s;
+  return static_cast<int64_t>(protocol::read_u64(reinterpret_cast<const uint8_t*>(b.data())));
+}
+
+absl::StatusOr<std::string> StoreConnection::recv_bytes(Clock::time_point deadline) {
+  absl::StatusOr<int64_t> len = recv_i64(deadline);
+  if (!len.ok()) return len.status();
+  if (*len < 0 || static_cast<uint64_t>(*len) > protocol::kDefaultMaxLength * 4) {
+    return absl::DataLossError(absl::StrCat("store: the server at ", server_,
+                                            " sent an implausible value length ", *len));
+  }
+  std::string value;
+  absl::Status s = recv(static_cast<size_t>(*len), &value, deadline);
+  if (!s.ok()) return s;
+  return value;
+}
+
+}  // namespace ddpx
