@@ -27,6 +27,9 @@
 
 namespace ddpx {
 
+class CollectiveFingerprint;
+class DebugChecker;
+
 // Bytes this rank handed to collectives as input (its own payload), summed.
 struct CommCounters {
   std::atomic<uint64_t> payload_bytes{0};
@@ -47,6 +50,9 @@ class ProcessGroup {
   const std::shared_ptr<Store>& store() const { return store_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   const CommCounters& counters() const { return counters_; }
+  // Whether collectives are cross-checked between ranks first (debug mode,
+  // from DDPX_DISTRIBUTED_DEBUG=DETAIL when the group was built).
+  bool debug_detail() const { return debug_ != nullptr; }
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                   const AllreduceOptions& opts = {});
@@ -93,10 +99,20 @@ class ProcessGroup {
                                        const SendRecvOptions& opts = {});
 
  private:
+  // kUseGroupTimeout (or any negative) -> the group's timeout.
+  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
+  // Validation error, then debug-mode cross-check; OK means "go ahead", and
+  // the payload is counted.
+  // Point-to-point ops pass no fingerprint (they are not cross-checked).
+  absl::Status admit(absl::Status valid,
+                     const CollectiveFingerprint* fingerprint,
+                     std::chrono::milliseconds timeout, uint64_t payload_bytes);
+
   std::shared_ptr<Backend> backend_;
   std::shared_ptr<Store> store_;
   std::chrono::milliseconds timeout_;
   CommCounters counters_;
+  std::unique_ptr<DebugChecker> debug_;  // null unless debug mode
 };
 
 }  // namespace ddpx

@@ -8,6 +8,9 @@
 //   auto store = TCPStore::create("127.0.0.1", opts);
 //   (*store)->set("addr/0", "10.0.0.1:4000");
 //
+// set/append/multi_set return once the server has applied them (a PING
+// follows each), so other processes see the write as soon as it returns.
+//
 // Keys travel with a "/" in front, as torch's client sends them, so torch
 // and ddpx clients see each other's keys.
 #ifndef DDPX_STORE_TCP_STORE_H_
@@ -87,6 +90,9 @@ class TCPStore : public Store {
   Deadline deadline_after(std::chrono::milliseconds timeout) const;
   // Sends one request; marks the connection broken on failure.
   absl::Status send_locked(const std::string& frame, Deadline deadline);
+  // Sends a write that has no reply, followed by a PING, and waits for the
+  // echo: the write is applied when this returns.
+  absl::Status send_acknowledged_locked(std::string* frame, Deadline deadline);
   absl::Status usable_locked() const;
   absl::Status broken_locked(absl::Status why);
   absl::Status wait_locked(const std::vector<std::string>& wire_keys,
@@ -102,6 +108,7 @@ class TCPStore : public Store {
   std::mutex mu_;  // one request/response exchange at a time
   std::unique_ptr<StoreConnection> conn_;
   absl::Status broken_;  // set once the stream can no longer be trusted
+  uint32_t ping_nonce_ = 0;
 };
 
 }  // namespace ddpx

@@ -1,0 +1,129 @@
+#include "cuda/device_kernels.h"
+
+#include <array>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "cuda/quantize_math.h"
+
+namespace ddpx {
+namespace {
+
+std::mutex& registry_mu() {
+  static std::mutex mu;
+  return mu;
+}
+std::array<DeviceKernels*, 2>& registry() {
+  static std::array<DeviceKernels*, 2> table{};
+  return table;
+}
+
+bool is_16bit_float(DType d) { return d == DType::kFloat16 || d == DType::kBFloat16; }
+
+absl::Status same_device(const Tensor& a, const Tensor& b, const char* what) {
+  if (a.device() == b.device()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, ": tensors on different devices: ",
+                                                 a.str(), " and ", b.str()));
+}
+
+absl::Status defined(const Tensor& t, const char* what) {
+  if (t.defined()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(what, ": undefined tensor"));
+}
+
+absl::Status quantize_sizes(const char* what, int64_t n, int64_t chunk, const Tensor& bytes) {
+  if (chunk <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": chunk must be positive, got ", chunk));
+  }
+  if (absl::Status s = check_dtype(bytes, DType::kUInt8, what); !s.ok()) return s;
+  const int64_t expected = cuda_math::quantized_bytes(n, chunk);
+  if (bytes.numel() != expected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, ": ", n, " floats in chunks of ", chunk, " take ", expected,
+        " bytes, the uint8 tensor holds ", bytes.numel()));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+void register_device_kernels(Device::Type type, DeviceKernels* kernels) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  registry()[static_cast<size_t>(type)] = kernels;
+}
+
+DeviceKernels* device_kernels(Device::Type type) {
+  std::lock_guard<std::mutex> lock(registry_mu());
+  return registry()[static_cast<size_t>(type)];
+}
+
+absl::Status check_cast(const Tensor& src, const Tensor& dst) {
+  if (absl::Status s = defined(src, "cast: source"); !s.ok()) return s;
+  if (absl::Status s = defined(dst, "cast: destination"); !s.ok()) return s;
+  if (absl::Status s = same_device(src, dst, "cast"); !s.ok()) return s;
+  if (absl::Status s = check_numel(dst, src.numel(), "cast: destination"); !s.ok()) return s;
+  bool down = src.dtype() == DType::kFloat32 && is_16bit_float(dst.dtype());
+  bool up = is_16bit_float(src.dtype()) && dst.dtype() == DType::kFloat32;
+  if (!down && !up) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cast: supports float32 <-> float16/bfloat16, got ", src.str(), " -> ",
+                     dst.str()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_quantize(const Tensor& src, int64_t chunk, const Tensor& dst) {
+  if (absl::Status s = defined(src, "quantize: source"); !s.ok()) return s;
+  if (absl::Status s = defined(dst, "quantize: destination"); !s.ok()) return s;
+  if (absl::Status s = same_device(src, dst, "quantize"); !s.ok()) return s;
+  if (absl::Status s = check_dtype(src, DType::kFloat32, "quantize: source"); !s.ok()) return s;
+  return quantize_sizes("quantize: destination", src.numel(), chunk, dst);
+}
+
+absl::Status check_dequantize(const Tensor& src, int64_t chunk, const Tensor& dst) {
+  if (absl::Status s = defined(src, "dequantize: source"); !s.ok()) return s;
+  if (absl::Status s = defined(dst, "dequantize: destination"); !s.ok()) return s;
+  if (absl::Status s = same_device(src, dst, "dequantize"); !s.ok()) return s;
+  if (absl::Status s = check_dtype(dst, DType::kFloat32, "dequantize: destination"); !s.ok())
+    return s;
+  return quantize_sizes("dequantize: source", dst.numel(), chunk, src);
+}
+
+absl::StatusOr<MatrixBatch> check_matrices(const Tensor& t, const char* what) {
+  if (absl::Status s = defined(t, what); !s.ok()) return s;
+  if (absl::Status s = check_dtype(t, DType::kFloat32, what); !s.ok()) return s;
+  if (t.dim() == 2) return MatrixBatch{1, t.size(0), t.size(1)};
+  if (t.dim() == 3) return MatrixBatch{t.size(0), t.size(1), t.size(2)};
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": expected [rows, cols] or [batch, rows, cols], got ", t.str()));
+}
+
+absl::StatusOr<MatmulShape> check_matmul(const Tensor& a, bool transpose_a, const Tensor& b,
+                                         bool transpose_b, const Tensor& c) {
+  absl::StatusOr<MatrixBatch> ma = check_matrices(a, "matmul: a");
+  if (!ma.ok()) return ma.status();
+  absl::StatusOr<MatrixBatch> mb = check_matrices(b, "matmul: b");
+  if (!mb.ok()) return mb.status();
+  absl::StatusOr<MatrixBatch> mc = check_matrices(c, "matmul: c");
+  if (!mc.ok()) return mc.status();
+  if (absl::Status s = same_device(a, b, "matmul"); !s.ok()) return s;
+  if (absl::Status s = same_device(a, c, "matmul"); !s.ok()) return s;
+  if (a.dim() != b.dim() || a.dim() != c.dim() || ma->batch != mb->batch ||
+      ma->batch != mc->batch) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "matmul: a, b and c need one batch size, got ", a.str(), ", ", b.str(), ", ", c.str()));
+  }
+  const int64_t m = transpose_a ? ma->cols : ma->rows;
+  const int64_t k = transpose_a ? ma->rows : ma->cols;
+  const int64_t kb = transpose_b ? mb->cols : mb->rows;
+  const int64_t n = transpose_b ? mb->rows : mb->cols;
+  if (k != kb || mc->rows != m || mc->cols != n) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "matmul: op(a) is ", m, " x ", k, ", op(b) is ", kb, " x ", n, ", c is ", mc->rows,
+        " x ", mc->cols, " (", a.str(), transpose_a ? " transposed" : "", ", ", b.str(),
+        transpose_b ? " transposed" : "", ")"));
+  }
+  return MatmulShape{ma->batch, m, n, k};
+}
+
+}  // namespace ddpx

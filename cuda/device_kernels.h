@@ -1,0 +1,72 @@
+// The compute the hooks need on a device, behind one interface, the way
+// DeviceAllocator hides device memory: hooks/ stays plain C++ and calls
+//
+//   DeviceKernels* k = device_kernels(Device::Type::kCUDA);
+//   if (k == nullptr) -> error "built without --config=cuda"
+//   k->cast(src, dst);
+//
+// for tensors on CUDA:i. //cuda:device_kernels_cuda registers the CUDA
+// implementation when linked (--config=cuda). The argument checks are plain
+// C++ (check_* below) so they are tested on the CPU.
+//
+// Every operation is asynchronous on the current stream of the tensors'
+// device (cuda/stream.h); synchronize() waits for it.
+#ifndef DDPX_CUDA_DEVICE_KERNELS_H_
+#define DDPX_CUDA_DEVICE_KERNELS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "process_group/tensor.h"
+
+namespace ddpx {
+
+class DeviceKernels {
+ public:
+  virtual ~DeviceKernels() = default;
+  // float32 -> float16/bfloat16 or back; dst's dtype says which.
+  virtual absl::Status cast(const Tensor& src, const Tensor& dst) = 0;
+  // float32 `src` -> uint8 `dst` of quantized_bytes(numel, chunk) bytes, in
+  // hooks/kernels/cpu_kernels.h's record format, one record per chunk.
+  virtual absl::Status quantize_minmax(const Tensor& src, int64_t chunk,
+                                       const Tensor& dst) = 0;
+  // Decodes into float32 `dst` (adds to it when accumulate).
+  virtual absl::Status dequantize_minmax(const Tensor& src, int64_t chunk, const Tensor& dst,
+                                         bool accumulate) = 0;
+  // Makes the columns of each rows x cols matrix orthonormal (Gram-Schmidt),
+  // `matrices` shaped [rows, cols] or [batch, rows, cols].
+  virtual absl::Status orthogonalize(const Tensor& matrices, float epsilon) = 0;
+  // c = op(a) op(b), float32, 2-D or batched 3-D with one batch size.
+  virtual absl::Status matmul(const Tensor& a, bool transpose_a, const Tensor& b,
+                              bool transpose_b, const Tensor& c) = 0;
+  // Waits for everything issued on `device`'s current stream.
+  virtual absl::Status synchronize(Device device) = 0;
+};
+
+void register_device_kernels(Device::Type type, DeviceKernels* kernels);
+DeviceKernels* device_kernels(Device::Type type);  // null if none registered
+
+// ---- argument checks (plain C++) -------------------------------------------
+
+// src and dst on one device, same numel, one float32 and the other
+// float16/bfloat16.
+absl::Status check_cast(const Tensor& src, const Tensor& dst);
+absl::Status check_quantize(const Tensor& src, int64_t chunk, const Tensor& dst);
+absl::Status check_dequantize(const Tensor& src, int64_t chunk, const Tensor& dst);
+
+struct MatrixBatch {
+  int64_t batch, rows, cols;
+};
+// [rows, cols] or [batch, rows, cols] float32.
+absl::StatusOr<MatrixBatch> check_matrices(const Tensor& t, const char* what);
+
+struct MatmulShape {
+  int64_t batch, m, n, k;
+};
+absl::StatusOr<MatmulShape> check_matmul(const Tensor& a, bool transpose_a, const Tensor& b,
+                                         bool transpose_b, const Tensor& c);
+
+}  // namespace ddpx
+
+#endif  // DDPX_CUDA_DEVICE_KERNELS_H_

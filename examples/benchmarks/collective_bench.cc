@@ -1,0 +1,363 @@
+// collective_bench: every collective of the Gloo backend against the same
+// Gloo algorithm called raw, ranks as forked processes over a TCPStore.
+//
+//   bazel run //examples/benchmarks:collective_bench -- --nproc=2
+//
+// For each op and size (8 B to 64 MiB, powers of 4, float32) it prints the
+// latency of our backend and of raw Gloo, their ratio (raw time / our time:
+// above 1 means we are faster), and our algorithm bandwidth and bus bandwidth
+// as nccl-tests defines them (algbw = size / time; busbw = algbw * 2(n-1)/n
+// for allreduce, * (n-1)/n for allgather, reduce_scatter, alltoall, gather,
+// scatter, * 1 for broadcast and reduce). For allreduce it times every Gloo
+// algorithm raw, so the line shows what the size-based choice buys over
+// Gloo's default gloo::allreduce. Then allreduce_coalesced of 1000 x 1 KiB
+// against 1000 separate allreduce calls. The last line is RESULT key=value.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_split.h"
+#include "examples/benchmarks/collective_bench_raw.h"
+#include "examples/benchmarks/fork_ranks.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "process_group/gloo/gloo_backend.h"
+#include "process_group/gloo/store_adapter.h"
+#include "store/tcp_store.h"
+
+ABSL_FLAG(int, nproc, 2, "ranks (forked processes)");
+ABSL_FLAG(std::string, ops,
+          "allreduce,broadcast,reduce,allgather,reduce_scatter,gather,scatter,"
+          "alltoall,barrier,coalesced",
+          "comma-separated ops to run");
+ABSL_FLAG(int64_t, min_bytes, 8, "smallest message");
+ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
+ABSL_FLAG(int, rounds, 3, "timed rounds per point (best is kept)");
+ABSL_FLAG(int64_t, bytes_per_round, 16 << 20,
+          "iterations per round ~ this / size (3 to 200)");
+
+namespace ddpx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Job {
+  int rank;
+  int nproc;
+  std::shared_ptr<GlooBackend> ours;
+  std::unique_ptr<RawGloo> raw;
+};
+
+[[noreturn]] void die(const std::string& what) {
+  fprintf(stderr, "collective_bench: %s\n", what.c_str());
+  fflush(stderr);
+  _exit(1);
+}
+
+void ok_or_die(const std::shared_ptr<Work>& w, const char* op) {
+  absl::Status s = w->wait();
+  if (!s.ok()) die(std::string(op) + ": " + s.ToString());
+}
+
+std::vector<int64_t> sizes() {
+  std::vector<int64_t> out;
+  const int64_t max = absl::GetFlag(FLAGS_max_bytes);
+  for (int64_t b = absl::GetFlag(FLAGS_min_bytes); b < max; b *= 4) out.push_back(b);
+  out.push_back(max);
+  return out;
+}
+
+int iterations(int64_t bytes) {
+  int64_t n = absl::GetFlag(FLAGS_bytes_per_round) / std::max<int64_t>(bytes, 1);
+  return static_cast<int>(std::clamp<int64_t>(n, 3, 200));
+}
+
+// Times each variant `iters` times per round, rounds interleaved; returns
+// the best round's seconds per call (max over ranks) for each.
+std::vector<double> time_variants(Job& job, int iters,
+                                  const std::vector<std::function<void()>>& variants) {
+  std::vector<double> best(variants.size(), std::numeric_limits<double>::infinity());
+  for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
+    for (size_t v = 0; v < variants.size(); ++v) {
+      job.raw->barrier();
+      variants[v]();  // warm-up
+      job.raw->barrier();
+      auto t0 = Clock::now();
+      for (int i = 0; i < iters; ++i) variants[v]();
+      double t = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+      best[v] = std::min(best[v], job.raw->max_over_ranks(t));
+    }
+  }
+  return best;
+}
+
+double bus_factor(const std::string& op, int n) {
+  if (op == "allreduce") return 2.0 * (n - 1) / n;
+  if (op == "broadcast" || op == "reduce") return 1.0;
+  return static_cast<double>(n - 1) / n;
+}
+
+struct Results {
+  std::map<std::string, double> result;  // RESULT keys
+  double allreduce_min_vs_default = std::numeric_limits<double>::infinity();
+  double min_vs_same_from_1MiB = std::numeric_limits<double>::infinity();
+  std::string worst_point;
+};
+
+void print_line(const Job& job, const std::string& op, int64_t bytes,
+                const std::string& algorithm, double ours, double raw, Results& r) {
+  if (job.rank != 0) return;
+  const double ratio = raw / ours;
+  const double algbw = bytes / ours / 1e9;
+  printf("%-15s %10lld  %-17s %11.1f %11.1f %7.3f %8.3f %8.3f\n", op.c_str(),
+         static_cast<long long>(bytes), algorithm.c_str(), ours * 1e6, raw * 1e6,
+         ratio, algbw, algbw * bus_factor(op, job.nproc));
+  if (bytes >= (1 << 20) && ratio < r.min_vs_same_from_1MiB) {
+    r.min_vs_same_from_1MiB = ratio;
+    r.worst_point = op + "@" + std::to_string(bytes);
+  }
+  fflush(stdout);
+}
+
+void bench_allreduce(Job& job, Results& r) {
+  if (job.rank == 0) {
+    printf("\n# allreduce: ours (size-based choice) vs every raw Gloo algorithm (us)\n");
+    printf("%-10s %-17s %9s", "bytes", "ours:algorithm", "ours");
+    for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) printf(" %16s", allreduce_algorithm_name(a));
+    printf("  vs_same vs_default\n");
+  }
+  for (int64_t bytes : sizes()) {
+    const size_t count = std::max<int64_t>(1, bytes / 4);
+    Tensor t = Tensor::zeros({static_cast<int64_t>(count)}, DType::kFloat32);
+    std::vector<float> raw_buf(count, 1.0f);
+    std::vector<AllreduceAlgorithm> algorithms;
+    std::vector<std::function<void()>> variants = {
+        [&] { ok_or_die(job.ours->allreduce({t}, {}), "allreduce"); }};
+    for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) {
+      if (!allreduce_algorithm_supports(a, job.nproc, count * 4)) continue;
+      algorithms.push_back(a);
+      variants.push_back([&, a] { job.raw->allreduce(a, raw_buf.data(), count); });
+    }
+    std::vector<double> times = time_variants(job, iterations(bytes), variants);
+    const AllreduceAlgorithm chosen = choose_allreduce_algorithm(count * 4, job.nproc, true);
+    double same = 0, dflt = 0;
+    for (size_t i = 0; i < algorithms.size(); ++i) {
+      if (algorithms[i] == chosen) same = times[i + 1];
+      if (algorithms[i] == AllreduceAlgorithm::kGlooRing) dflt = times[i + 1];
+    }
+    const double ours = times[0];
+    if (job.rank == 0) {
+      printf("%-10lld %-17s %9.1f", static_cast<long long>(count * 4),
+             allreduce_algorithm_name(chosen), ours * 1e6);
+      size_t k = 0;
+      for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) {
+        if (k < algorithms.size() && algorithms[k] == a) {
+          printf(" %16.1f", times[k + 1] * 1e6);
+          ++k;
+        } else {
+          printf(" %16s", "-");
+        }
+      }
+      printf("  %7.3f %10.3f   busbw %.3f GB/s\n", same / ours, dflt / ours,
+             count * 4 / ours / 1e9 * bus_factor("allreduce", job.nproc));
+      fflush(stdout);
+    }
+    r.allreduce_min_vs_default = std::min(r.allreduce_min_vs_default, dflt / ours);
+    if (count * 4 >= (1 << 20)) {
+      r.min_vs_same_from_1MiB = std::min(r.min_vs_same_from_1MiB, same / ours);
+    }
+    if (bytes == (64 << 20)) {
+      r.result["allreduce_64MiB_vs_gloo"] = same / ours;
+      r.result["allreduce_64MiB_vs_gloo_default"] = dflt / ours;
+    }
+    if (bytes == 8) r.result["allreduce_8B_latency_vs_gloo"] = ours / same;
+  }
+}
+
+void bench_other(Job& job, const std::string& op, Results& r) {
+  const int n = job.nproc;
+  for (int64_t bytes : sizes()) {
+    if (op == "barrier" && bytes != sizes()[0]) break;
+    // Per-rank chunk for the ops that split the buffer between ranks.
+    const bool split = op != "broadcast" && op != "reduce";
+    const size_t total = std::max<int64_t>(split ? n : 1, bytes / 4);
+    const size_t chunk = split ? total / n : total;
+    const size_t count = split ? chunk * n : total;
+    Tensor big = Tensor::zeros({static_cast<int64_t>(count)}, DType::kFloat32);
+    Tensor small = Tensor::zeros({static_cast<int64_t>(chunk)}, DType::kFloat32);
+    std::vector<float> raw_big(count, 1.0f), raw_small(chunk, 1.0f), scratch(count);
+    std::vector<float*> raw_parts;
+    TensorList parts;
+    for (int p = 0; p < n; ++p) {
+      raw_parts.push_back(raw_big.data() + p * chunk);
+      parts.push_back(big.view(p * chunk, {static_cast<int64_t>(chunk)}));
+    }
+    std::function<void()> ours, raw;
+    std::string label = "gloo::" + op;
+    if (op == "broadcast") {
+      ours = [&] { ok_or_die(job.ours->broadcast({big}, {}), "broadcast"); };
+      raw = [&] { job.raw->broadcast(raw_big.data(), count, 0); };
+    } else if (op == "reduce") {
+      ours = [&] { ok_or_die(job.ours->reduce({big}, {}), "reduce"); };
+      raw = [&] { job.raw->reduce(raw_big.data(), count, 0); };
+    } else if (op == "allgather") {
+      ours = [&] { ok_or_die(job.ours->allgather_into_tensor(big, small, {}), "allgather"); };
+      raw = [&] { job.raw->allgather(raw_small.data(), raw_big.data(), chunk); };
+    } else if (op == "reduce_scatter") {
+      // Gloo 0.5.0 has no unbound reduce-scatter: both sides allreduce a copy
+      // of the input with the same algorithm and keep their chunk.
+      const AllreduceAlgorithm a = choose_allreduce_algorithm(count * 4, n, true);
+      label = std::string("copy+") + allreduce_algorithm_name(a);
+      ours = [&] { ok_or_die(job.ours->reduce_scatter_tensor(small, big, {}), "reduce_scatter"); };
+      raw = [&, a] {
+        memcpy(scratch.data(), raw_big.data(), count * 4);
+        job.raw->allreduce(a, scratch.data(), count);
+        memcpy(raw_small.data(), scratch.data() + job.rank * chunk, chunk * 4);
+      };
+    } else if (op == "gather") {
+      std::vector<TensorList> outs;
+      if (job.rank == 0) outs.push_back(parts);
+      ours = [&, outs] { ok_or_die(job.ours->gather(outs, {small}, {}), "gather"); };
+      raw = [&] { job.raw->gather(raw_small.data(), raw_big.data(), chunk, 0); };
+    } else if (op == "scatter") {
+      std::vector<TensorList> ins;
+      if (job.rank == 0) ins.push_back(parts);
+      ours = [&, ins] { ok_or_die(job.ours->scatter({small}, ins, {}), "scatter"); };
+      raw = [&] { job.raw->scatter(raw_parts.data(), raw_small.data(), chunk, 0); };
+    } else if (op == "alltoall") {
+      Tensor out = Tensor::zeros({static_cast<int64_t>(count)}, DType::kFloat32);
+      ours = [&, out] { ok_or_die(job.ours->alltoall_base(out, big, {}, {}, {}), "alltoall"); };
+      raw = [&] { job.raw->alltoall(raw_big.data(), scratch.data(), chunk); };
+    } else if (op == "barrier") {
+      ours = [&] { ok_or_die(job.ours->barrier({}), "barrier"); };
+      raw = [&] { job.raw->barrier(); };
+    } else {
+      die("unknown op " + op);
+    }
+    std::vector<double> t = time_variants(job, iterations(count * 4), {ours, raw});
+    print_line(job, op, op == "barrier" ? 0 : count * 4, label, t[0], t[1], r);
+  }
+}
+
+void bench_coalesced(Job& job, Results& r) {
+  constexpr int kTensors = 1000;
+  TensorList tensors;
+  for (int i = 0; i < kTensors; ++i) tensors.push_back(Tensor::zeros({256}, DType::kFloat32));
+  auto coalesced = [&] { ok_or_die(job.ours->allreduce_coalesced(tensors, {}), "coalesced"); };
+  auto separate = [&] {
+    std::vector<std::shared_ptr<Work>> works;
+    works.reserve(kTensors);
+    for (const Tensor& t : tensors) works.push_back(job.ours->allreduce({t}, {}));
+    for (auto& w : works) ok_or_die(w, "allreduce");
+  };
+  std::vector<double> t = time_variants(job, 3, {coalesced, separate});
+  if (job.rank == 0) {
+    printf("\n# allreduce_coalesced of 1000 x 1 KiB: %.1f us; 1000 separate allreduce: %.1f us; speedup %.1fx\n",
+           t[0] * 1e6, t[1] * 1e6, t[1] / t[0]);
+  }
+  r.result["coalesced_speedup"] = t[1] / t[0];
+}
+
+int run_rank(int rank, int nproc, int port) {
+  TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(port);
+  so.is_master = rank == 0;
+  so.num_workers = nproc;
+  so.timeout = std::chrono::seconds(60);
+  auto store = TCPStore::create("127.0.0.1", so);
+  if (!store.ok()) die(store.status().ToString());
+  std::shared_ptr<Store> shared(std::move(*store));
+  GlooOptions options;
+  options.hostname = "127.0.0.1";
+  auto ours = GlooBackend::create(shared, rank, nproc, std::chrono::seconds(120), options);
+  if (!ours.ok()) die(ours.status().ToString());
+
+  // Raw Gloo: its own device and context, rendezvous under "raw/".
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, nproc);
+  context->setTimeout(std::chrono::seconds(120));
+  GlooStoreAdapter adapter(*shared, "raw/");
+  context->connectFullMesh(adapter, device);
+
+  Job job{rank, nproc, *ours, std::make_unique<RawGloo>(context)};
+  Results results;
+  if (rank == 0) {
+    printf("collective_bench: %d ranks (processes), float32, Gloo TCP on 127.0.0.1\n", nproc);
+    printf("ratio = raw Gloo time / our time (>1: ours faster); GB/s are ours\n");
+  }
+  std::vector<std::string> ops = absl::StrSplit(absl::GetFlag(FLAGS_ops), ',');
+  bool header = false;
+  for (const std::string& op : ops) {
+    if (op == "allreduce") {
+      bench_allreduce(job, results);
+    } else if (op == "coalesced") {
+      bench_coalesced(job, results);
+    } else {
+      if (!header && rank == 0) {
+        printf("\n%-15s %10s  %-17s %11s %11s %7s %8s %8s\n", "op", "bytes", "raw algorithm",
+               "ours_us", "raw_us", "ratio", "algbw", "busbw");
+        header = true;
+      }
+      bench_other(job, op, results);
+    }
+  }
+  if (rank == 0) {
+    if (std::isfinite(results.min_vs_same_from_1MiB)) {
+      printf("\n# worst ratio vs the same raw Gloo algorithm from 1 MiB up: %.3f (%s)\n",
+             results.min_vs_same_from_1MiB, results.worst_point.empty() ? "allreduce" : results.worst_point.c_str());
+      results.result["min_vs_gloo_from_1MiB"] = results.min_vs_same_from_1MiB;
+    }
+    if (std::isfinite(results.allreduce_min_vs_default)) {
+      results.result["allreduce_min_vs_gloo_default"] = results.allreduce_min_vs_default;
+    }
+    printf("RESULT nproc=%d", nproc);
+    for (const char* key : {"allreduce_64MiB_vs_gloo", "allreduce_64MiB_vs_gloo_default",
+                            "allreduce_min_vs_gloo_default", "allreduce_8B_latency_vs_gloo",
+                            "coalesced_speedup", "min_vs_gloo_from_1MiB"}) {
+      auto it = results.result.find(key);
+      if (it != results.result.end()) printf(" %s=%.3f", key, it->second);
+    }
+    printf("\n");
+    fflush(stdout);
+  }
+  job.ours.reset();
+  return 0;
+}
+
+}  // namespace
+}  // namespace ddpx
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  const int nproc = absl::GetFlag(FLAGS_nproc);
+  if (nproc < 1 || nproc > 16) {
+    fprintf(stderr, "--nproc must be in [1, 16], got %d\n", nproc);
+    return 2;
+  }
+  const int port = ddpx::pick_free_port();
+  auto exits = ddpx::fork_ranks(
+      nproc, [&](int rank) { return ddpx::run_rank(rank, nproc, port); },
+      std::chrono::minutes(10));
+  if (!exits.ok()) {
+    fprintf(stderr, "collective_bench: %s\n", exits.status().ToString().c_str());
+    return 1;
+  }
+  for (const auto& e : *exits) {
+    if (e.exit_code != 0) {
+      fprintf(stderr, "collective_bench: rank %d failed (exit %d, signal %d)\n", e.rank,
+              e.exit_code, e.signal);
+      return 1;
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,45 @@
+// The raw-Gloo side of collective_bench: each collective called directly on
+// the caller's thread with Gloo's own reduction functions, the way a program
+// using libgloo alone would, on a context of its own.
+#ifndef DDPX_EXAMPLES_BENCHMARKS_COLLECTIVE_BENCH_RAW_H_
+#define DDPX_EXAMPLES_BENCHMARKS_COLLECTIVE_BENCH_RAW_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "process_group/gloo/allreduce_algorithms.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace ddpx {
+
+class RawGloo {
+ public:
+  explicit RawGloo(std::shared_ptr<gloo::Context> context)
+      : context_(std::move(context)) {}
+
+  // float32 SUM with gloo::sum / ReductionFunction<float>::sum.
+  void allreduce(AllreduceAlgorithm algorithm, float* data, size_t count);
+  void broadcast(float* data, size_t count, int root);
+  void reduce(float* data, size_t count, int root);
+  void allgather(const float* in, float* out, size_t count);
+  void gather(const float* in, float* out, size_t count, int root);
+  void scatter(float* const* in, float* out, size_t count, int root);
+  void alltoall(const float* in, float* out, size_t count);
+  void barrier();
+  // max over ranks, for collecting timings.
+  double max_over_ranks(double value);
+
+ private:
+  uint32_t next_tag() { return tag_++; }
+  std::shared_ptr<gloo::Context> context_;
+  uint32_t tag_ = 1;
+};
+
+}  // namespace ddpx
+
+#endif  // DDPX_EXAMPLES_BENCHMARKS_COLLECTIVE_BENCH_RAW_H_

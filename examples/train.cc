@@ -1,0 +1,175 @@
+// examples/train: data-parallel training of an MLP on Fashion-MNIST.
+//
+//   bazel run //examples:train -- --nproc=4 --backend=gloo --hook=powersgd
+//   srun -n 4 bazel-bin/examples/train --init=env://
+//   torchrun --no-python --nproc-per-node=2 bazel-bin/examples/train --init=env://
+//
+// Without a launcher's environment (RANK, SLURM_PROCID or
+// OMPI_COMM_WORLD_RANK unset) the binary starts --nproc copies of itself as
+// local ranks (examples/launcher) and supervises them; each copy, seeing
+// RANK, trains as one rank.
+#include <cblas.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "examples/data/fashion_mnist.h"
+#include "examples/launcher/launcher.h"
+#include "examples/trainer/ddp_sync.h"
+#include "examples/trainer/pg_allreduce_sync.h"
+#include "examples/trainer/trainer.h"
+#include "hooks/registry.h"
+#include "process_group/init.h"
+
+ABSL_FLAG(int, nproc, 1, "Local ranks to start when not already under a launcher.");
+ABSL_FLAG(std::string, init, "env://",
+          "Rendezvous: env:// (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, SLURM_*, "
+          "OMPI_*), tcp://host:port or file:///path.");
+ABSL_FLAG(std::string, backend, "gloo", "Process-group backend: gloo, nccl, round_robin:gloo*2.");
+ABSL_FLAG(std::string, hook, "allreduce",
+          "Communication hook spec for the hooks registry, options included "
+          "(allreduce, fp16, bf16, powersgd, powersgd:rank=2, batched_powersgd, int8, "
+          "noop, fp16+powersgd, ...).");
+ABSL_FLAG(std::string, sync, "ddp",
+          "ddp: DistributedDataParallel with --hook; per_param: one allreduce per "
+          "parameter on the process group (baseline without buckets or hooks).");
+ABSL_FLAG(int64_t, epochs, 1, "Epochs over the training set.");
+ABSL_FLAG(int64_t, batch_size, 64, "Samples per rank per step.");
+ABSL_FLAG(double, lr, 0.05, "SGD learning rate.");
+ABSL_FLAG(double, momentum, 0.9, "SGD momentum.");
+ABSL_FLAG(double, weight_decay, 0.0, "SGD weight decay (L2).");
+ABSL_FLAG(std::string, hidden, "2048,2048", "Hidden layer widths, comma separated.");
+ABSL_FLAG(double, bucket_cap_mb, 25.0, "DDP bucket size cap in MiB.");
+ABSL_FLAG(uint64_t, seed, 0, "Seed for initialization and data order.");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Save model, optimizer and hook state here each epoch and at the end; "
+          "resume from it when it holds a checkpoint.");
+ABSL_FLAG(int64_t, checkpoint_every, 0, "Also checkpoint every N steps (0: off).");
+ABSL_FLAG(std::string, metrics_out, "", "Append JSON lines (per step, per epoch) here.");
+ABSL_FLAG(int64_t, max_steps, -1, "Stop after this many steps in all (-1: no limit).");
+ABSL_FLAG(int64_t, train_limit, -1, "Train on the first N images only (-1: all).");
+ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
+ABSL_FLAG(std::string, data_dir, ddpx::data::kDefaultFashionMnistDir,
+          "Folder holding Fashion-MNIST's IDX .gz files.");
+ABSL_FLAG(int, blas_threads, 0, "OpenBLAS threads per rank (0: cores / local ranks).");
+ABSL_FLAG(int, timeout_s, 300, "Collective and rendezvous timeout in seconds.");
+
+namespace {
+
+bool launched_as_rank() {
+  for (const char* v : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
+    if (getenv(v) != nullptr) return true;
+  return false;
+}
+
+int local_world_size() {
+  for (const char* v : {"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
+    const char* s = getenv(v);
+    if (s != nullptr && atoi(s) > 0) return atoi(s);
+  }
+  return 1;
+}
+
+// Runs --nproc copies of this binary with the same arguments.
+int launch_local(int argc, char** argv) {
+  ddpx::launcher::LaunchOptions o;
+  o.nproc = absl::GetFlag(FLAGS_nproc);
+  o.program = "/proc/self/exe";
+  for (int i = 1; i < argc; ++i) o.args.push_back(argv[i]);
+  ddpx::launcher::LaunchResult r = ddpx::launcher::launch_local_ranks(o);
+  if (r.exit_code != 0) fprintf(stderr, "%s\n", r.message.c_str());
+  return r.exit_code;
+}
+
+ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::string& hook_spec,
+                                        double bucket_cap_mb) {
+  return [=](ddpx::nn::Mlp& model, std::shared_ptr<ddpx::ProcessGroup> pg)
+             -> absl::StatusOr<std::unique_ptr<ddpx::trainer::GradientSync>> {
+    if (kind == "per_param") {
+      return ddpx::trainer::make_per_parameter_allreduce(model.parameters(), std::move(pg));
+    }
+    if (kind != "ddp") {
+      return absl::InvalidArgumentError("--sync=" + kind + ": expected ddp or per_param");
+    }
+    absl::StatusOr<std::unique_ptr<ddpx::CommHook>> hook = ddpx::make_comm_hook(hook_spec, pg);
+    if (!hook.ok()) return hook.status();
+    ddpx::DDPOptions options;
+    options.bucket_cap_mb = bucket_cap_mb;
+    return ddpx::trainer::make_ddp_sync(model.parameters(), std::move(pg), options,
+                                        std::move(*hook));
+  };
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage(
+      "Data-parallel MLP training on Fashion-MNIST.\n"
+      "  train --nproc=4 --backend=gloo --hook=powersgd\n"
+      "  srun -n 4 train --init=env://");
+  absl::ParseCommandLine(argc, argv);
+  if (!launched_as_rank()) return launch_local(argc, argv);
+
+  int blas_threads = absl::GetFlag(FLAGS_blas_threads);
+  if (blas_threads <= 0) {
+    blas_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
+                                   local_world_size());
+  }
+  openblas_set_num_threads(blas_threads);
+
+  ddpx::InitOptions init;
+  init.backend = absl::GetFlag(FLAGS_backend);
+  init.init_method = absl::GetFlag(FLAGS_init);
+  init.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+  absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
+  if (!pg.ok()) {
+    fprintf(stderr, "train: init_process_group(%s, %s) failed: %s\n", init.backend.c_str(),
+            init.init_method.c_str(), pg.status().ToString().c_str());
+    return 1;
+  }
+
+  ddpx::trainer::TrainConfig config;
+  absl::StatusOr<std::vector<int64_t>> hidden =
+      ddpx::trainer::parse_hidden(absl::GetFlag(FLAGS_hidden));
+  if (!hidden.ok()) {
+    fprintf(stderr, "train: %s\n", hidden.status().ToString().c_str());
+    return 2;
+  }
+  config.hidden = *hidden;
+  config.data_dir = absl::GetFlag(FLAGS_data_dir);
+  config.epochs = absl::GetFlag(FLAGS_epochs);
+  config.batch_size = absl::GetFlag(FLAGS_batch_size);
+  config.lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  config.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
+  config.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
+  config.seed = absl::GetFlag(FLAGS_seed);
+  config.max_steps = absl::GetFlag(FLAGS_max_steps);
+  config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
+  config.metrics_out = absl::GetFlag(FLAGS_metrics_out);
+  config.log_every = absl::GetFlag(FLAGS_log_every);
+  config.train_limit = absl::GetFlag(FLAGS_train_limit);
+  config.hook = absl::GetFlag(FLAGS_hook);
+  config.backend = init.backend;
+
+  absl::StatusOr<ddpx::trainer::TrainSummary> summary =
+      ddpx::trainer::train(config, *pg,
+                           sync_factory(absl::GetFlag(FLAGS_sync), config.hook,
+                                        absl::GetFlag(FLAGS_bucket_cap_mb)));
+  if (!summary.ok()) {
+    fprintf(stderr, "train: rank %d: %s\n", (*pg)->rank(), summary.status().ToString().c_str());
+    return 1;
+  }
+  if ((*pg)->rank() == 0) {
+    printf("done: %lld steps, test accuracy %.2f%%, %.1f s\n", (long long)summary->steps,
+           100 * summary->final_test_accuracy, summary->wall_seconds);
+  }
+  ddpx::destroy_process_group();
+  return 0;
+}

@@ -1,0 +1,92 @@
+#include "examples/trainer/metrics.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+namespace ddpx::trainer {
+
+void JsonLine::key(const std::string& k) {
+  if (!body_.empty()) body_ += ",";
+  body_ += "\"" + k + "\":";
+}
+
+JsonLine& JsonLine::add(const std::string& k, double value) {
+  key(k);
+  if (!std::isfinite(value)) {
+    body_ += "null";  // JSON has no NaN/Inf
+  } else {
+    char buf[32];
+    snprintf(buf, sizeof(buf), "%.9g", value);
+    body_ += buf;
+  }
+  return *this;
+}
+
+JsonLine& JsonLine::add(const std::string& k, int64_t value) {
+  key(k);
+  body_ += std::to_string(value);
+  return *this;
+}
+
+JsonLine& JsonLine::add(const std::string& k, const std::string& value) {
+  key(k);
+  body_ += "\"";
+  for (char c : value) {
+    if (c == '"' || c == '\\') body_ += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    body_ += c;
+  }
+  body_ += "\"";
+  return *this;
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (file_ != nullptr) fclose(file_);
+}
+
+absl::Status MetricsWriter::open(const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  file_ = fopen(path.c_str(), "a");
+  if (file_ == nullptr) {
+    return absl::UnavailableError("--metrics_out " + path + ": cannot open: " + strerror(errno));
+  }
+  return absl::OkStatus();
+}
+
+void MetricsWriter::write(const JsonLine& line) {
+  if (file_ == nullptr) return;
+  fprintf(file_, "%s\n", line.str().c_str());
+  fflush(file_);  // readable while the run goes on (plots, tail -f)
+}
+
+std::string human_bytes(double bytes) {
+  const char* units[] = {"B", "kB", "MB", "GB", "TB"};
+  int u = 0;
+  while (bytes >= 1000.0 && u < 4) bytes /= 1000.0, ++u;
+  char buf[32];
+  snprintf(buf, sizeof(buf), u == 0 ? "%.0f %s" : "%.3g %s", bytes, units[u]);
+  return buf;
+}
+
+LiveLine::LiveLine() : tty_(isatty(STDOUT_FILENO) != 0) {}
+
+void LiveLine::update(const std::string& text) {
+  if (tty_) {
+    printf("\r\033[K%s", text.c_str());
+    open_ = true;
+  } else {
+    printf("%s\n", text.c_str());
+  }
+  fflush(stdout);
+}
+
+void LiveLine::finish() {
+  if (open_) printf("\n");
+  open_ = false;
+  fflush(stdout);
+}
+
+}  // namespace ddpx::trainer

@@ -1,0 +1,24 @@
+// SEAM(reducer): gradient averaging on the process group alone, one
+// allreduce per parameter launched from mark_ready. It stands in for DDP
+// until //reducer and //hooks build, and stays as the `--sync=per_param`
+// baseline: no buckets, no hooks.
+#ifndef DDPX_EXAMPLES_TRAINER_PG_ALLREDUCE_SYNC_H_
+#define DDPX_EXAMPLES_TRAINER_PG_ALLREDUCE_SYNC_H_
+
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "examples/nn/parameter.h"
+#include "examples/trainer/grad_sync.h"
+#include "process_group/process_group.h"
+
+namespace ddpx::trainer {
+
+// Broadcasts rank 0's parameters first (as DDP does), so every rank starts
+// from the same model.
+absl::StatusOr<std::unique_ptr<GradientSync>> make_per_parameter_allreduce(
+    nn::ParameterStore& params, std::shared_ptr<ProcessGroup> pg);
+
+}  // namespace ddpx::trainer
+
+#endif  // DDPX_EXAMPLES_TRAINER_PG_ALLREDUCE_SYNC_H_

@@ -1,0 +1,267 @@
+#include "examples/trainer/trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "examples/data/fashion_mnist.h"
+#include "examples/data/sampler.h"
+#include "examples/nn/sgd.h"
+#include "examples/trainer/checkpoint.h"
+#include "examples/trainer/metrics.h"
+
+namespace ddpx::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+struct Evaluation {
+  double accuracy = 0;
+  double loss = 0;
+};
+
+// Every rank evaluates a contiguous slice of the test set; the counts are
+// summed with one allreduce, so the evaluation costs 1/world of the time.
+absl::StatusOr<Evaluation> evaluate(nn::Mlp& model, const data::Dataset& test,
+                                    ProcessGroup& pg, int64_t batch) {
+  const int64_t begin = test.size * pg.rank() / pg.size();
+  const int64_t end = test.size * (pg.rank() + 1) / pg.size();
+  nn::Mlp::Evaluation e = model.evaluate(test.images.data() + begin * test.features,
+                                         test.labels.data() + begin, end - begin, batch);
+  Tensor sums = Tensor::from_vector<double>({double(e.correct), e.loss_sum});
+  absl::Status s = pg.allreduce({sums})->wait();
+  if (!s.ok()) return s;
+  return Evaluation{sums.item(0) / test.size, sums.item(1) / test.size};
+}
+
+absl::Status barrier(ProcessGroup& pg) { return pg.barrier()->wait(); }
+
+}  // namespace
+
+absl::StatusOr<std::vector<int64_t>> parse_hidden(const std::string& text) {
+  std::vector<int64_t> out;
+  if (text.empty()) return out;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(part, &v) || v <= 0) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "--hidden=%s: '%s' is not a positive layer width", text, std::string(part)));
+    }
+    out.push_back(v);
+  }
+  return out;
+}
+
+absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<ProcessGroup> pg,
+                                   const SyncFactory& make_sync) {
+  const int rank = pg->rank();
+  const int world = pg->size();
+  const bool lead = rank == 0;
+  if (c.batch_size <= 0) return absl::InvalidArgumentError("--batch_size must be positive");
+
+  absl::StatusOr<data::Dataset> train_set = data::load_fashion_mnist(c.data_dir, data::Split::kTrain);
+  if (!train_set.ok()) return train_set.status();
+  absl::StatusOr<data::Dataset> test_set = data::load_fashion_mnist(c.data_dir, data::Split::kTest);
+  if (!test_set.ok()) return test_set.status();
+  if (c.train_limit > 0 && c.train_limit < train_set->size) train_set->size = c.train_limit;
+
+  nn::Mlp model({train_set->features, c.hidden, 10, c.seed});
+  nn::Sgd optimizer(model.parameter_list(),
+                    {c.lr, c.momentum, 0.0f, c.weight_decay, /*nesterov=*/false});
+  absl::StatusOr<std::unique_ptr<GradientSync>> sync_or = make_sync(model, pg);
+  if (!sync_or.ok()) return sync_or.status();
+  GradientSync& sync = **sync_or;
+
+  Progress progress;
+  progress.world_size = world;
+  if (!c.checkpoint_dir.empty()) {
+    absl::StatusOr<Progress> resumed =
+        load_checkpoint(c.checkpoint_dir, rank, world, model, optimizer, sync);
+    if (resumed.ok()) {
+      progress = *resumed;
+      if (lead) {
+        printf("resumed from %s: epoch %lld, step %lld\n", c.checkpoint_dir.c_str(),
+               (long long)progress.epoch + 1, (long long)progress.global_step);
+      }
+    } else if (!absl::IsNotFound(resumed.status()) ||
+               resumed.status().message().find("hook_rank") != std::string::npos) {
+      return resumed.status();
+    }
+  }
+
+  MetricsWriter metrics;
+  if (lead) {
+    absl::Status s = metrics.open(c.metrics_out);
+    if (!s.ok()) return s;
+  }
+  data::DistributedSampler sampler(train_set->size, rank, world, c.seed);
+  const int64_t steps_per_epoch = (sampler.shard_size() + c.batch_size - 1) / c.batch_size;
+  if (lead) {
+    printf("training MLP 784-%s-10 (%lld parameters) on %lld Fashion-MNIST images, "
+           "%d ranks x batch %lld, %lld steps/epoch, backend %s, %s\n",
+           [&] {
+             std::string s;
+             for (int64_t h : c.hidden) s += std::to_string(h) + "-";
+             return s.empty() ? s : s.substr(0, s.size() - 1);
+           }().c_str(),
+           (long long)model.num_parameters(), (long long)train_set->size, world,
+           (long long)c.batch_size, (long long)steps_per_epoch, c.backend.c_str(),
+           sync.describe().c_str());
+    fflush(stdout);
+  }
+
+  const Clock::time_point run_start = Clock::now();
+  auto wall = [&] { return progress.wall_seconds + seconds_since(run_start); };
+  auto checkpoint = [&]() -> absl::Status {
+    if (c.checkpoint_dir.empty()) return absl::OkStatus();
+    Progress p = progress;
+    p.wall_seconds = wall();
+    absl::Status s = save_checkpoint(c.checkpoint_dir, rank, p, model, optimizer, sync);
+    if (!s.ok()) return s;
+    return barrier(*pg);  // a checkpoint is complete only once every rank wrote
+  };
+
+  LiveLine live;
+  TrainSummary summary;
+  const int64_t features = train_set->features;
+  std::vector<float> x(static_cast<size_t>(c.batch_size * features));
+  std::vector<int32_t> y(static_cast<size_t>(c.batch_size));
+  bool stopped = false;
+  Evaluation eval;
+  auto reached_max_steps = [&] {
+    return c.max_steps >= 0 && progress.global_step >= c.max_steps;
+  };
+  bool evaluated = false;
+  while (progress.epoch < c.epochs && !reached_max_steps()) {
+    const std::vector<int64_t> order = sampler.indices(progress.epoch);
+    const Clock::time_point epoch_start = Clock::now();
+    double loss_sum = 0, window_time = 0, window_wait = 0;
+    int64_t loss_count = 0, window_steps = 0;
+    for (; progress.step_in_epoch < steps_per_epoch; ++progress.step_in_epoch) {
+      if (reached_max_steps()) {
+        stopped = true;
+        break;
+      }
+      const Clock::time_point step_start = Clock::now();
+      const int64_t first = progress.step_in_epoch * c.batch_size;
+      const int64_t batch = std::min<int64_t>(c.batch_size, sampler.shard_size() - first);
+      for (int64_t b = 0; b < batch; ++b) {
+        const int64_t sample = order[first + b];
+        std::copy_n(train_set->images.data() + sample * features, features,
+                    x.data() + b * features);
+        y[b] = train_set->labels[sample];
+      }
+      model.zero_grad();
+      absl::Status s = sync.prepare();
+      if (!s.ok()) return s;
+      model.forward(x.data(), batch);
+      const double loss = model.backward(y.data(), [&](size_t i) { sync.mark_ready(i); });
+      s = sync.finish();
+      if (!s.ok()) return s;
+      optimizer.step();
+      ++progress.global_step;
+      if (!std::isfinite(loss)) {
+        return absl::InternalError(absl::StrFormat(
+            "rank %d: loss is %f at step %lld (diverged; lower --lr?)", rank, loss,
+            (long long)progress.global_step));
+      }
+
+      const double step_time = seconds_since(step_start);
+      const SyncStats st = sync.last_stats();
+      loss_sum += loss;
+      ++loss_count;
+      window_time += step_time;
+      window_wait += st.comm_wait_seconds;
+      ++window_steps;
+      if (lead) {
+        metrics.write(JsonLine()
+                          .add("type", std::string("step"))
+                          .add("epoch", progress.epoch + 1)
+                          .add("step", progress.global_step)
+                          .add("loss", loss)
+                          .add("step_time_s", step_time)
+                          .add("comm_wait_s", st.comm_wait_seconds)
+                          .add("samples_per_s", world * batch / step_time)
+                          .add("bytes_sent", static_cast<int64_t>(st.bytes_communicated))
+                          .add("gradient_bytes", static_cast<int64_t>(st.gradient_bytes))
+                          .add("compression_ratio", st.compression_ratio)
+                          .add("wall_s", wall()));
+        if (window_steps >= c.log_every || progress.step_in_epoch + 1 == steps_per_epoch) {
+          live.update(absl::StrFormat(
+              "epoch %lld/%lld step %lld/%lld | %.0f samples/s | loss %.4f | "
+              "sent %s/step | ratio %.1fx | comm wait %.1f ms/step",
+              (long long)progress.epoch + 1, (long long)c.epochs,
+              (long long)progress.step_in_epoch + 1, (long long)steps_per_epoch,
+              world * c.batch_size * window_steps / window_time, loss,
+              human_bytes(double(st.bytes_communicated)), st.compression_ratio,
+              1000 * window_wait / window_steps));
+          window_time = window_wait = 0;
+          window_steps = 0;
+        }
+      }
+      if (c.checkpoint_every > 0 && progress.global_step % c.checkpoint_every == 0) {
+        progress.step_in_epoch += 1;  // the step just taken is part of the checkpoint
+        s = checkpoint();
+        progress.step_in_epoch -= 1;
+        if (!s.ok()) return s;
+      }
+    }
+    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+    if (!e.ok()) return e.status();
+    eval = *e;
+    evaluated = true;
+    if (lead) {
+      live.finish();
+      const double epoch_time = seconds_since(epoch_start);
+      printf("epoch %lld%s: train loss %.4f | test loss %.4f | test accuracy %.2f%% | "
+             "%.1f s | wall %.1f s\n",
+             (long long)progress.epoch + 1, stopped ? " (stopped at --max_steps)" : "",
+             loss_count ? loss_sum / loss_count : 0.0, eval.loss, 100 * eval.accuracy,
+             epoch_time, wall());
+      fflush(stdout);
+      metrics.write(JsonLine()
+                        .add("type", std::string("epoch"))
+                        .add("epoch", progress.epoch + 1)
+                        .add("step", progress.global_step)
+                        .add("complete", static_cast<int64_t>(!stopped))
+                        .add("train_loss", loss_count ? loss_sum / loss_count : 0.0)
+                        .add("test_loss", eval.loss)
+                        .add("test_acc", eval.accuracy)
+                        .add("epoch_time_s", epoch_time)
+                        .add("wall_s", wall())
+                        .add("hook", c.hook)
+                        .add("backend", c.backend)
+                        .add("world_size", static_cast<int64_t>(world)));
+    }
+    if (stopped) break;  // checkpointed below, mid-epoch
+    ++progress.epoch;
+    progress.step_in_epoch = 0;
+    absl::Status s = checkpoint();
+    if (!s.ok()) return s;
+  }
+  if (stopped) {
+    absl::Status s = checkpoint();
+    if (!s.ok()) return s;
+  }
+  if (!evaluated) {  // resumed a finished run, or --max_steps already reached
+    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+    if (!e.ok()) return e.status();
+    eval = *e;
+    if (lead) printf("test accuracy %.2f%% (nothing left to train)\n", 100 * eval.accuracy);
+  }
+  summary.steps = progress.global_step;
+  summary.final_test_accuracy = eval.accuracy;
+  summary.final_test_loss = eval.loss;
+  summary.wall_seconds = wall();
+  return summary;
+}
+
+}  // namespace ddpx::trainer

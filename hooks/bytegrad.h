@@ -1,0 +1,51 @@
+// Bagua's ByteGrad exchange (seed 001): averaging a float32 buffer over a
+// group while only 8-bit codes cross the network.
+//
+//   1. split the buffer into one chunk per rank (chunk c: elements
+//      [c*k, min(n, (c+1)*k)), k = ceil(n / p));
+//   2. quantize every chunk (cpu_kernels.h's record: min, max, codes) and
+//      alltoall, so rank c receives every rank's chunk c;
+//   3. dequantize those p records, sum them in float32 in rank order and
+//      divide by p;
+//   4. quantize the averaged chunk and allgather it;
+//   5. decode all p records into the buffer.
+// Every rank decodes the same bytes with the same code, so all ranks end
+// with identical values. Each element carries two quantization errors, each
+// at most half a step of its chunk.
+#ifndef DDPX_HOOKS_BYTEGRAD_H_
+#define DDPX_HOOKS_BYTEGRAD_H_
+
+#include <cstdint>
+#include <memory>
+
+#include "hooks/hook_stats.h"
+#include "process_group/future.h"
+#include "process_group/process_group.h"
+#include "process_group/tensor.h"
+
+namespace ddpx {
+
+// How a buffer of n elements is cut into p chunks and records.
+struct ChunkLayout {
+  ChunkLayout(int64_t numel, int world);
+  int64_t numel;
+  int world;
+  int64_t chunk;          // elements per chunk (the last may be shorter)
+  int64_t record_bytes;   // header + chunk codes; every record is this long
+  int64_t begin(int c) const;
+  int64_t length(int c) const;
+};
+
+// Averages `data` (flat float32, CPU) over `group` as above; the future
+// completes with `data` itself overwritten by the average. `counter`, if
+// set, gets the traffic. `group` and `counter` must outlive the future: the
+// callbacks run on the backend's threads and hold no reference to the group,
+// since a group released there would join its own thread. A group of one
+// rank quantizes and decodes locally, so the result has the same error
+// either way.
+std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group, Tensor data,
+                                                 HookStatsCounter* counter);
+
+}  // namespace ddpx
+
+#endif  // DDPX_HOOKS_BYTEGRAD_H_

@@ -1,0 +1,130 @@
+#include "hooks/powersgd_hook.h"
+
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "hooks/batched_powersgd_hook.h"
+#include "hooks/powersgd_plan.h"
+#include "hooks/default_hooks.h"
+#include "hooks/powersgd_step.h"
+
+namespace ddpx {
+
+PowerSGDHook::PowerSGDHook(std::shared_ptr<ProcessGroup> pg,
+                           std::shared_ptr<PowerSGDState> state)
+    : pg_(std::move(pg)), state_(std::move(state)) {}
+
+std::shared_ptr<Future<Tensor>> PowerSGDHook::run(GradBucket& bucket) {
+  const Tensor buffer = bucket.buffer();
+  const uint64_t bytes = buffer.nbytes();
+  counter_->add_call(bytes, allreduce_wire_bytes(bytes, pg_->size()));
+  if (!state_->compressing()) {
+    // torch's _allreduce_fut: the allreduce hook exactly.
+    state_->maybe_increase_iter(bucket.is_last());
+    counter_->add_traffic(bytes, allreduce_wire_bytes(bytes, pg_->size()));
+    return allreduce_average(*pg_, buffer);
+  }
+  absl::StatusOr<CompressionPlan> plan = plan_layerwise(
+      bucket.offsets(), bucket.shapes(), buffer.numel(), state_->options());
+  if (!plan.ok()) return Future<Tensor>::failed(plan.status());
+  PowerSGDStepInput step;
+  step.bucket_index = bucket.index();
+  step.bucket_is_last = bucket.is_last();
+  step.counter = counter_;
+  step.buffer = buffer;
+  step.plan = *std::move(plan);
+  step.finish = [buffer]() -> absl::StatusOr<Tensor> { return buffer; };
+  return run_powersgd_step(pg_, state_, std::move(step));
+}
+
+absl::Status PowerSGDHook::save_state(std::ostream& out) const {
+  return state_->save(out);
+}
+
+absl::Status PowerSGDHook::load_state(std::istream& in) { return state_->load(in); }
+
+namespace {
+
+absl::Status bad_value(const std::string& key, const std::string& value,
+                       const char* expected) {
+  return absl::InvalidArgumentError(absl::StrCat(
+      "powersgd option ", key, "=", value, ": expected ", expected));
+}
+
+absl::Status parse_bool(const std::string& key, const std::string& value,
+                        bool* out) {
+  if (value == "1" || value == "true") {
+    *out = true;
+  } else if (value == "0" || value == "false") {
+    *out = false;
+  } else {
+    return bad_value(key, value, "0, 1, true or false");
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<PowerSGDOptions> parse_powersgd_options(
+    const std::map<std::string, std::string>& options) {
+  static const char* const kKeys[] = {
+      "rank", "start_iter", "min_compression_rate", "use_error_feedback",
+      "warm_start", "epsilon", "seed", "stats_frequency", "batch_same_shape"};
+  PowerSGDOptions o;
+  for (const auto& [key, value] : options) {
+    absl::Status s;
+    if (key == "rank") {
+      if (!absl::SimpleAtoi(value, &o.matrix_approximation_rank))
+        s = bad_value(key, value, "an integer >= 1");
+    } else if (key == "start_iter") {
+      if (!absl::SimpleAtoi(value, &o.start_powerSGD_iter))
+        s = bad_value(key, value, "an integer >= 0");
+    } else if (key == "min_compression_rate") {
+      if (!absl::SimpleAtod(value, &o.min_compression_rate))
+        s = bad_value(key, value, "a number > 0");
+    } else if (key == "use_error_feedback") {
+      s = parse_bool(key, value, &o.use_error_feedback);
+    } else if (key == "warm_start") {
+      s = parse_bool(key, value, &o.warm_start);
+    } else if (key == "epsilon") {
+      if (!absl::SimpleAtof(value, &o.orthogonalization_epsilon))
+        s = bad_value(key, value, "a number >= 0");
+    } else if (key == "seed") {
+      if (!absl::SimpleAtoi(value, &o.random_seed))
+        s = bad_value(key, value, "an unsigned 64-bit integer");
+    } else if (key == "stats_frequency") {
+      if (!absl::SimpleAtoi(value, &o.compression_stats_logging_frequency))
+        s = bad_value(key, value, "an integer");
+    } else if (key == "batch_same_shape") {
+      s = parse_bool(key, value, &o.batch_tensors_with_same_shape);
+    } else {
+      s = absl::InvalidArgumentError(
+          absl::StrCat("powersgd: unknown option '", key,
+                       "'; known: ", absl::StrJoin(kKeys, ", ")));
+    }
+    if (!s.ok()) return s;
+  }
+  absl::Status valid = o.validate();
+  if (!valid.ok()) return valid;
+  return o;
+}
+
+absl::StatusOr<std::unique_ptr<CommHook>> make_powersgd_hook(
+    std::shared_ptr<ProcessGroup> pg,
+    const std::map<std::string, std::string>& options, bool batched) {
+  if (!pg) return absl::InvalidArgumentError("powersgd: no process group");
+  absl::StatusOr<PowerSGDOptions> parsed = parse_powersgd_options(options);
+  if (!parsed.ok()) return parsed.status();
+  absl::StatusOr<std::shared_ptr<PowerSGDState>> state =
+      PowerSGDState::create(*parsed);
+  if (!state.ok()) return state.status();
+  if (batched) {
+    return std::unique_ptr<CommHook>(
+        new BatchedPowerSGDHook(std::move(pg), *std::move(state)));
+  }
+  return std::unique_ptr<CommHook>(new PowerSGDHook(std::move(pg), *std::move(state)));
+}
+
+}  // namespace ddpx

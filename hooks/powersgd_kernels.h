@@ -1,0 +1,30 @@
+// The arithmetic of one PowerSGD step on row-major float matrices. The three
+// products go through OpenBLAS (cblas_sgemm); the element-wise passes are
+// plain loops the compiler vectorizes.
+#ifndef DDPX_HOOKS_POWERSGD_KERNELS_H_
+#define DDPX_HOOKS_POWERSGD_KERNELS_H_
+
+#include <cstdint>
+
+namespace ddpx {
+
+// P (rows x rank) = M (rows x cols) * Q (cols x rank).
+void matmul_m_q(const float* m, int64_t rows, int64_t cols, const float* q,
+                int64_t rank, float* p);
+// Q (cols x rank) = M^T * P (rows x rank).
+void matmul_mt_p(const float* m, int64_t rows, int64_t cols, const float* p,
+                 int64_t rank, float* q);
+// M (rows x cols) = P (rows x rank) * Q^T (rank x cols).
+void matmul_p_qt(const float* p, const float* q, int64_t rows, int64_t cols,
+                 int64_t rank, float* m);
+
+// dst[i] += src[i].
+void add_inplace(float* dst, const float* src, int64_t n);
+// dst[i] -= src[i].
+void subtract_inplace(float* dst, const float* src, int64_t n);
+// dst[i] /= divisor (a division, as torch's div_, not a multiply by 1/divisor).
+void divide_inplace(float* dst, float divisor, int64_t n);
+
+}  // namespace ddpx
+
+#endif  // DDPX_HOOKS_POWERSGD_KERNELS_H_

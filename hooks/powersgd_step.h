@@ -1,0 +1,48 @@
+// One compressed PowerSGD step over a flat float32 buffer, shared by
+// powerSGD_hook (layer-wise plan over the bucket) and batched_powerSGD_hook
+// (one padded square over a copy of the bucket).
+//
+//   1. error feedback: M = input + error (the error buffer then holds M);
+//   2. uncompressed tensors gathered and allreduced (SUM, then / world size);
+//   3. Q taken from warm-start memory or drawn from the state's generator,
+//      orthogonalized; P = M Q for every matrix; Ps allreduced (SUM);
+//   4. Ps orthogonalized; Q = M^T P; Qs allreduced (SUM, then / world size);
+//   5. M ~ P Q^T written into the buffer; error = M - what was applied.
+//
+// Each stage runs on the thread that completes the previous collective; no
+// stage blocks on a future.
+#ifndef DDPX_HOOKS_POWERSGD_STEP_H_
+#define DDPX_HOOKS_POWERSGD_STEP_H_
+
+#include <functional>
+#include <memory>
+
+#include "hooks/hook_stats.h"
+#include "hooks/powersgd_plan.h"
+#include "hooks/powersgd_state.h"
+#include "process_group/future.h"
+#include "process_group/process_group.h"
+#include "process_group/tensor.h"
+
+namespace ddpx {
+
+struct PowerSGDStepInput {
+  size_t bucket_index = 0;
+  bool bucket_is_last = false;
+  // Contiguous CPU float32 buffer the plan describes; rewritten in place.
+  Tensor buffer;
+  CompressionPlan plan;
+  // Called on the completing thread once `buffer` holds the result; its
+  // return value completes the step's future.
+  std::function<absl::StatusOr<Tensor>()> finish;
+  // Counts the bytes of every collective the step issues (may be null).
+  std::shared_ptr<HookStatsCounter> counter;
+};
+
+std::shared_ptr<Future<Tensor>> run_powersgd_step(
+    std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
+    PowerSGDStepInput input);
+
+}  // namespace ddpx
+
+#endif  // DDPX_HOOKS_POWERSGD_STEP_H_

@@ -1,0 +1,130 @@
+#include "process_group/gloo/allreduce_algorithms.h"
+
+#include <climits>
+
+#include "gloo/allreduce.h"
+#include "gloo/allreduce_bcube.h"
+#include "gloo/allreduce_halving_doubling.h"
+#include "gloo/allreduce_ring.h"
+#include "gloo/allreduce_ring_chunked.h"
+#include "gloo/common/error.h"
+#include "process_group/gloo/reduce_kernels.h"
+
+namespace ddpx {
+namespace {
+
+bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+template <typename T>
+void run_classic(AllreduceAlgorithm algorithm, const AllreduceCall& call) {
+  std::vector<T*> ptrs;
+  ptrs.reserve(call.buffers.size());
+  for (void* b : call.buffers) ptrs.push_back(static_cast<T*>(b));
+  const gloo::ReductionFunction<T>* fn = classic_reduction<T>(call.op);
+  if (fn == nullptr) {
+    GLOO_THROW_INVALID_OPERATION_EXCEPTION("reduce op not defined on this dtype");
+  }
+  const int count = static_cast<int>(call.count);
+  switch (algorithm) {
+    case AllreduceAlgorithm::kRing:
+      gloo::AllreduceRing<T>(call.context, ptrs, count, fn).run();
+      return;
+    case AllreduceAlgorithm::kRingChunked:
+      gloo::AllreduceRingChunked<T>(call.context, ptrs, count, fn).run();
+      return;
+    case AllreduceAlgorithm::kHalvingDoubling:
+      gloo::AllreduceHalvingDoubling<T>(call.context, ptrs, count, fn).run();
+      return;
+    case AllreduceAlgorithm::kBcube:
+      gloo::AllreduceBcube<T>(call.context, ptrs, count, fn).run();
+      return;
+    default:
+      GLOO_THROW_INVALID_OPERATION_EXCEPTION("not a classic algorithm");
+  }
+}
+
+template <typename T>
+void run_unbound(AllreduceAlgorithm algorithm, const AllreduceCall& call) {
+  gloo::AllreduceOptions opts(call.context);
+  std::vector<T*> ptrs;
+  ptrs.reserve(call.buffers.size());
+  for (void* b : call.buffers) ptrs.push_back(static_cast<T*>(b));
+  opts.setOutputs(ptrs, call.count);
+  UntypedReduceFn fn = reduce_function(call.dtype, call.op);
+  if (fn == nullptr) {
+    GLOO_THROW_INVALID_OPERATION_EXCEPTION("reduce op not defined on this dtype");
+  }
+  opts.setReduceFunction(fn);
+  opts.setTag(call.tag);
+  opts.setTimeout(call.timeout);
+  if (algorithm == AllreduceAlgorithm::kGlooBcube) {
+    opts.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+  }
+  gloo::allreduce(opts);
+}
+
+}  // namespace
+
+const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm) {
+  switch (algorithm) {
+    case AllreduceAlgorithm::kGlooRing: return "gloo_ring";
+    case AllreduceAlgorithm::kGlooBcube: return "gloo_bcube";
+    case AllreduceAlgorithm::kRing: return "ring";
+    case AllreduceAlgorithm::kRingChunked: return "ring_chunked";
+    case AllreduceAlgorithm::kHalvingDoubling: return "halving_doubling";
+    case AllreduceAlgorithm::kBcube: return "bcube";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<AllreduceAlgorithm> parse_allreduce_algorithm(
+    const std::string& name) {
+  std::string known;
+  for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) {
+    if (name == allreduce_algorithm_name(a)) return a;
+    known += known.empty() ? "" : ", ";
+    known += allreduce_algorithm_name(a);
+  }
+  return absl::InvalidArgumentError("unknown allreduce algorithm '" + name +
+                                    "' (known: " + known + ")");
+}
+
+bool is_classic_allreduce(AllreduceAlgorithm algorithm) {
+  return algorithm != AllreduceAlgorithm::kGlooRing &&
+         algorithm != AllreduceAlgorithm::kGlooBcube;
+}
+
+bool allreduce_algorithm_supports(AllreduceAlgorithm algorithm, int world_size,
+                                  size_t nbytes) {
+  if (algorithm == AllreduceAlgorithm::kGlooBcube ||
+      algorithm == AllreduceAlgorithm::kBcube) {
+    if (!is_power_of_two(world_size)) return false;
+  }
+  // The classic classes keep the byte count in an int.
+  if (is_classic_allreduce(algorithm) && nbytes > static_cast<size_t>(INT_MAX / 2)) {
+    return false;
+  }
+  return true;
+}
+
+AllreduceAlgorithm choose_allreduce_algorithm(size_t nbytes, int world_size,
+                                              bool classic_allowed) {
+  (void)nbytes;
+  (void)world_size;
+  (void)classic_allowed;
+  return AllreduceAlgorithm::kGlooRing;
+}
+
+void run_allreduce(AllreduceAlgorithm algorithm, const AllreduceCall& call) {
+  if (call.count == 0) return;
+  visit_dtype(call.dtype, [&](auto zero) {
+    using T = decltype(zero);
+    if (is_classic_allreduce(algorithm)) {
+      run_classic<T>(algorithm, call);
+    } else {
+      run_unbound<T>(algorithm, call);
+    }
+  });
+}
+
+}  // namespace ddpx

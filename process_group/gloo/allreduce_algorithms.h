@@ -1,0 +1,82 @@
+// Gloo's allreduce algorithms behind one call, and the per-size choice among
+// them.
+//
+// Gloo 0.5.0 ships two families: the unbound-buffer `gloo::allreduce`
+// (ring by default, or bcube) that takes a tag and a per-call timeout, and
+// the classic algorithm classes (AllreduceRing, AllreduceRingChunked,
+// AllreduceHalvingDoubling, AllreduceBcube) built on pair-bound buffers,
+// whose slots come from context->nextSlot() and whose timeout is the
+// context's. The classic ones are only used where that is safe: the op's
+// timeout equals the context's, and the context is used by one thread in a
+// fixed order on every rank (GlooBackend pins each op to a worker that owns
+// its context).
+#ifndef DDPX_PROCESS_GROUP_GLOO_ALLREDUCE_ALGORITHMS_H_
+#define DDPX_PROCESS_GROUP_GLOO_ALLREDUCE_ALGORITHMS_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "process_group/dtype.h"
+#include "process_group/options.h"
+
+namespace gloo {
+class Context;
+}
+
+namespace ddpx {
+
+enum class AllreduceAlgorithm : uint8_t {
+  kGlooRing,         // gloo::allreduce, default (ring) algorithm: the baseline
+  kGlooBcube,        // gloo::allreduce with Algorithm::BCUBE
+  kRing,             // gloo::AllreduceRing
+  kRingChunked,      // gloo::AllreduceRingChunked
+  kHalvingDoubling,  // gloo::AllreduceHalvingDoubling
+  kBcube,            // gloo::AllreduceBcube
+};
+inline constexpr AllreduceAlgorithm kAllAllreduceAlgorithms[] = {
+    AllreduceAlgorithm::kGlooRing,        AllreduceAlgorithm::kGlooBcube,
+    AllreduceAlgorithm::kRing,            AllreduceAlgorithm::kRingChunked,
+    AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kBcube,
+};
+
+// "gloo_ring", "gloo_bcube", "ring", "ring_chunked", "halving_doubling",
+// "bcube".
+const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);
+absl::StatusOr<AllreduceAlgorithm> parse_allreduce_algorithm(
+    const std::string& name);
+
+// Whether `algorithm` runs on `world_size` ranks (the bcube variants need a
+// power of two) and `nbytes` (the classic classes count bytes in an int).
+bool allreduce_algorithm_supports(AllreduceAlgorithm algorithm, int world_size,
+                                  size_t nbytes);
+// Classic algorithms use the context's timeout and nextSlot().
+bool is_classic_allreduce(AllreduceAlgorithm algorithm);
+
+// The algorithm the measured table (allreduce_algorithms.cc) picks for a
+// message of `nbytes` on `world_size` ranks; `classic_allowed` false limits
+// the choice to the unbound-buffer ones.
+AllreduceAlgorithm choose_allreduce_algorithm(size_t nbytes, int world_size,
+                                              bool classic_allowed);
+
+struct AllreduceCall {
+  std::shared_ptr<gloo::Context> context;
+  // Every buffer is reduced (locally and across ranks) and receives the
+  // result, as torch's multi-tensor allreduce does.
+  std::vector<void*> buffers;
+  size_t count = 0;  // elements per buffer
+  DType dtype = DType::kFloat32;
+  ReduceOp op = ReduceOp::SUM;  // AVG reduces as SUM; the caller divides
+  uint32_t tag = 0;
+  std::chrono::milliseconds timeout{0};
+};
+
+// Runs one allreduce; throws gloo's exceptions on failure.
+void run_allreduce(AllreduceAlgorithm algorithm, const AllreduceCall& call);
+
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_GLOO_ALLREDUCE_ALGORITHMS_H_

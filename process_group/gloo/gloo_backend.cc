@@ -1,0 +1,245 @@
+// GlooBackend: rendezvous, the op queue, error reporting, and the allreduce
+// family. The other collectives are in gloo_collectives.cc, point-to-point
+// ops and monitored_barrier in gloo_p2p.cc.
+#include "process_group/gloo/gloo_backend.h"
+
+#include <cstring>
+#include <exception>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gloo/barrier.h"
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "process_group/gloo/allreduce_algorithms.h"
+#include "process_group/gloo/gloo_internal.h"
+#include "process_group/gloo/reduce_kernels.h"
+#include "process_group/gloo/store_adapter.h"
+
+namespace ddpx {
+
+absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::create(
+    std::shared_ptr<Store> store, int rank, int size,
+    std::chrono::milliseconds timeout, const GlooOptions& options) {
+  if (store == nullptr) return absl::InvalidArgumentError("gloo: store is null");
+  if (size < 1 || rank < 0 || rank >= size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo: rank ", rank, " is not in [0, ", size, ") (size ", size, ")"));
+  }
+  if (timeout.count() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo: timeout must be positive, got ", timeout.count(), " ms"));
+  }
+  if (options.num_workers < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo: num_workers must be >= 1, got ", options.num_workers));
+  }
+  std::shared_ptr<GlooBackend> backend(
+      new GlooBackend(std::move(store), rank, size, timeout, options));
+  absl::Status s = backend->connect();
+  if (!s.ok()) return s;
+  return backend;
+}
+
+GlooBackend::GlooBackend(std::shared_ptr<Store> store, int rank, int size,
+                         std::chrono::milliseconds timeout, GlooOptions options)
+    : Backend(rank, size),
+      store_(std::move(store)),
+      timeout_(timeout),
+      options_(std::move(options)) {}
+
+GlooBackend::~GlooBackend() {
+  // Queued ops are cancelled, running ones finish (or time out) first; the
+  // contexts they use are released only after that.
+  if (pool_ != nullptr) pool_->shutdown();
+  p2p_waiters_.reset();
+}
+
+absl::Status GlooBackend::connect() {
+  // Each backend built on this store gets its own key space, so groups (and
+  // round_robin's several gloo backends) can share one store, provided every
+  // rank builds them in the same order.
+  absl::StatusOr<int64_t> instance =
+      store_->add(absl::StrCat("gloo/instances/rank", rank()), 1);
+  if (!instance.ok()) return instance.status();
+  key_prefix_ = absl::StrCat("gloo/", *instance, "/");
+
+  gloo::transport::tcp::attr attr;
+  if (!options_.interface.empty()) {
+    attr.iface = options_.interface;
+    bound_host_ = options_.interface;
+  } else {
+    attr.hostname =
+        options_.hostname.empty() ? default_gloo_hostname() : options_.hostname;
+    bound_host_ = attr.hostname;
+  }
+  const int num_contexts = options_.num_workers + 1;  // + point-to-point
+  std::string stage = "creating the TCP device";
+  try {
+    device_ = gloo::transport::tcp::CreateDevice(attr);
+    for (int k = 0; k < num_contexts; ++k) {
+      stage = absl::StrCat("connecting context ", k, " of ", num_contexts);
+      auto context = std::make_shared<gloo::rendezvous::Context>(rank(), size());
+      context->setTimeout(timeout_);
+      GlooStoreAdapter adapter(*store_, absl::StrCat(key_prefix_, "ctx", k, "/"));
+      context->connectFullMesh(adapter, device_);
+      if (k < options_.num_workers) {
+        worker_contexts_.push_back(std::move(context));
+      } else {
+        p2p_context_ = std::move(context);
+      }
+    }
+  } catch (const std::exception& e) {
+    return absl::UnavailableError(absl::StrCat(
+        "gloo: rendezvous of rank ", rank(), " of ", size(), " on '",
+        bound_host_, "' failed while ", stage, " (timeout ", timeout_.count(),
+        " ms): ", e.what()));
+  }
+  for (int k = 0; k < options_.num_workers; ++k) {
+    absl::StatusOr<std::unique_ptr<Store>> clone = store_->clone();
+    if (!clone.ok()) return clone.status();
+    worker_stores_.push_back(std::move(*clone));
+  }
+  pool_ = std::make_unique<WorkerPool>(options_.num_workers);
+  p2p_waiters_ = std::make_unique<P2PWaiters>();
+  return absl::OkStatus();
+}
+
+std::string GlooBackend::device_description() const {
+  return device_ == nullptr ? bound_host_ : device_->str();
+}
+
+std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
+                                           std::chrono::milliseconds timeout,
+                                           OpBody body) {
+  timeout = resolve_timeout(timeout);
+  auto work = std::make_shared<FutureWork>(op);
+  uint64_t seq;
+  {
+    std::lock_guard<std::mutex> lock(seq_mu_);
+    seq = next_seq_++;
+  }
+  const int worker = static_cast<int>(seq % worker_contexts_.size());
+  OpContext c{worker_contexts_[worker], worker_stores_[worker].get(), seq,
+              static_cast<uint32_t>(seq * kTagsPerOp), timeout};
+  WorkerPool::Task task;
+  task.run = [this, work, op, what, c, body = std::move(body)] {
+    absl::StatusOr<TensorList> result;
+    try {
+      result = body(c);
+    } catch (const std::exception& e) {
+      result = op_error(op, what, c.timeout, e.what());
+    }
+    if (result.ok()) {
+      work->finish(std::move(*result));
+    } else {
+      work->fail(result.status());
+    }
+  };
+  task.cancel = [work, op] {
+    work->fail(absl::CancelledError(absl::StrCat(
+        op_type_name(op), ": the gloo backend was destroyed before it ran")));
+  };
+  pool_->submit(worker, std::move(task));
+  return work;
+}
+
+std::chrono::milliseconds GlooBackend::resolve_timeout(
+    std::chrono::milliseconds timeout) const {
+  // The front end resolves kUseGroupTimeout; direct users of the backend
+  // get the same rule here.
+  return timeout.count() < 0 ? timeout_ : timeout;
+}
+
+absl::Status GlooBackend::op_error(OpType op, const std::string& what,
+                                   std::chrono::milliseconds timeout,
+                                   const std::string& cause) const {
+  const bool timed_out = absl::StrContains(cause, "Timed out") ||
+                         absl::StrContains(cause, "timed out") ||
+                         absl::StrContains(cause, "Timeout");
+  std::string head = absl::StrCat(op_type_name(op), " of ", what, " on rank ",
+                                  rank(), " of ", size());
+  if (timed_out) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        head, " timed out after ", timeout.count(), " ms: ", cause));
+  }
+  return absl::UnavailableError(absl::StrCat(
+      head, " failed (timeout ", timeout.count(), " ms; a peer may have exited): ",
+      cause));
+}
+
+void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
+                                      const OpContext& c, uint32_t tag) const {
+  if (tensors.empty() || tensors[0].numel() == 0) return;
+  AllreduceCall call;
+  call.context = c.context;
+  for (const Tensor& t : tensors) call.buffers.push_back(t.data());
+  call.count = static_cast<size_t>(tensors[0].numel());
+  call.dtype = tensors[0].dtype();
+  call.op = op;
+  call.tag = tag;
+  call.timeout = c.timeout;
+  const size_t nbytes = tensors[0].nbytes();
+  // Classic algorithms wait with the context's timeout; use them only when
+  // that is the op's.
+  const bool classic_allowed = c.timeout == timeout_;
+  AllreduceAlgorithm algorithm = options_.allreduce_algorithm.value_or(
+      choose_allreduce_algorithm(nbytes, size(), classic_allowed));
+  if (!allreduce_algorithm_supports(algorithm, size(), nbytes) ||
+      (is_classic_allreduce(algorithm) && !classic_allowed)) {
+    algorithm = AllreduceAlgorithm::kGlooRing;
+  }
+  run_allreduce(algorithm, call);
+  if (op == ReduceOp::AVG) {
+    for (const Tensor& t : tensors) {
+      divide_in_place(t.data(), call.count, call.dtype, size());
+    }
+  }
+}
+
+std::shared_ptr<Work> GlooBackend::allreduce(const TensorList& tensors,
+                                             const AllreduceOptions& opts) {
+  return enqueue(OpType::kAllreduce, describe(tensors), opts.timeout,
+                 [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+                   allreduce_on_worker(tensors, opts.op, c, c.tag);
+                   return tensors;
+                 });
+}
+
+std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
+    const TensorList& tensors, const AllreduceOptions& opts) {
+  return enqueue(
+      OpType::kAllreduceCoalesced, describe(tensors), opts.timeout,
+      [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+        if (tensors.empty()) return tensors;
+        // One flat message instead of one per tensor: that is the point.
+        Tensor flat = flatten_copy(tensors);
+        allreduce_on_worker({flat}, opts.op, c, c.tag);
+        unflatten_into(flat, tensors);
+        return tensors;
+      });
+}
+
+std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {
+  return enqueue(OpType::kBarrier, "no tensors", opts.timeout,
+                 [](const OpContext& c) -> absl::StatusOr<TensorList> {
+                   gloo::BarrierOptions o(c.context);
+                   o.setTag(c.tag);
+                   o.setTimeout(c.timeout);
+                   gloo::barrier(o);
+                   return TensorList{};
+                 });
+}
+
+absl::StatusOr<std::shared_ptr<Backend>> create_gloo_backend(
+    std::shared_ptr<Store> store, int rank, int size,
+    std::chrono::milliseconds timeout) {
+  absl::StatusOr<GlooOptions> options = GlooOptions::from_env();
+  if (!options.ok()) return options.status();
+  absl::StatusOr<std::shared_ptr<GlooBackend>> backend =
+      GlooBackend::create(std::move(store), rank, size, timeout, *options);
+  if (!backend.ok()) return backend.status();
+  return std::shared_ptr<Backend>(std::move(*backend));
+}
+
+}  // namespace ddpx

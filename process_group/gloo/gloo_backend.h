@@ -1,0 +1,161 @@
+// The Gloo backend: CPU collectives between processes over TCP, built on
+// Debian's libgloo (0.5.0).
+//
+//   auto backend = GlooBackend::create(store, rank, size,
+//                                      std::chrono::seconds(30)).value();
+//   backend->allreduce({t}, {})->wait();
+//
+// Rendezvous goes through our Store (adapted to gloo::rendezvous::Store).
+// Each op is queued on one of `num_workers` threads chosen by its sequence
+// number; each worker owns a Gloo context (its own full mesh of TCP pairs)
+// and every op gets a fresh tag, so concurrent ops never cross. Point-to-
+// point ops use one more context of their own, with the user's tag as slot.
+#ifndef DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
+#define DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "process_group/backend.h"
+#include "process_group/gloo/gloo_options.h"
+#include "process_group/gloo/p2p_waiters.h"
+#include "process_group/gloo/worker_pool.h"
+#include "store/store.h"
+
+namespace gloo {
+class Context;
+namespace transport {
+class Device;
+}
+}  // namespace gloo
+
+namespace ddpx {
+
+class GlooBackend : public Backend {
+ public:
+  // Connects to the other `size - 1` ranks through `store` (every rank calls
+  // this with the same size). `timeout` is the default of every op and of the
+  // rendezvous itself.
+  static absl::StatusOr<std::shared_ptr<GlooBackend>> create(
+      std::shared_ptr<Store> store, int rank, int size,
+      std::chrono::milliseconds timeout, const GlooOptions& options);
+  ~GlooBackend() override;
+
+  std::string name() const override { return "gloo"; }
+  const GlooOptions& options() const { return options_; }
+  // The address the TCP device bound ("127.0.0.1", "eth0 (10.0.0.2)").
+  std::string device_description() const;
+
+  std::shared_ptr<Work> allreduce(const TensorList& tensors,
+                                  const AllreduceOptions& opts) override;
+  std::shared_ptr<Work> allreduce_coalesced(
+      const TensorList& tensors, const AllreduceOptions& opts) override;
+  std::shared_ptr<Work> broadcast(const TensorList& tensors,
+                                  const BroadcastOptions& opts) override;
+  std::shared_ptr<Work> reduce(const TensorList& tensors,
+                               const ReduceOptions& opts) override;
+  std::shared_ptr<Work> allgather(const std::vector<TensorList>& outputs,
+                                  const TensorList& inputs,
+                                  const AllgatherOptions& opts) override;
+  std::shared_ptr<Work> allgather_into_tensor(
+      const Tensor& output, const Tensor& input,
+      const AllgatherOptions& opts) override;
+  std::shared_ptr<Work> reduce_scatter(
+      const TensorList& outputs, const std::vector<TensorList>& inputs,
+      const ReduceScatterOptions& opts) override;
+  std::shared_ptr<Work> reduce_scatter_tensor(
+      const Tensor& output, const Tensor& input,
+      const ReduceScatterOptions& opts) override;
+  std::shared_ptr<Work> gather(const std::vector<TensorList>& outputs,
+                               const TensorList& inputs,
+                               const GatherOptions& opts) override;
+  std::shared_ptr<Work> scatter(const TensorList& outputs,
+                                const std::vector<TensorList>& inputs,
+                                const ScatterOptions& opts) override;
+  std::shared_ptr<Work> alltoall(const TensorList& outputs,
+                                 const TensorList& inputs,
+                                 const AllToAllOptions& opts) override;
+  std::shared_ptr<Work> alltoall_base(
+      const Tensor& output, const Tensor& input,
+      const std::vector<int64_t>& output_split_sizes,
+      const std::vector<int64_t>& input_split_sizes,
+      const AllToAllOptions& opts) override;
+  std::shared_ptr<Work> barrier(const BarrierOptions& opts) override;
+  std::shared_ptr<Work> monitored_barrier(const BarrierOptions& opts,
+                                          bool wait_all_ranks) override;
+  std::shared_ptr<Work> send(const TensorList& tensors, int dst_rank,
+                             const SendRecvOptions& opts) override;
+  std::shared_ptr<Work> recv(const TensorList& tensors, int src_rank,
+                             const SendRecvOptions& opts) override;
+  std::shared_ptr<Work> recv_anysource(const TensorList& tensors,
+                                       const SendRecvOptions& opts) override;
+
+ private:
+  // What a queued op sees when it runs on its worker.
+  struct OpContext {
+    std::shared_ptr<gloo::Context> context;  // the worker's own
+    Store* store;                            // the worker's own store handle
+    uint64_t seq;                            // same on every rank
+    uint32_t tag;  // first of kTagsPerOp gloo tags owned by this op
+    std::chrono::milliseconds timeout;
+  };
+  static constexpr uint32_t kTagsPerOp = 16;
+  using OpBody = std::function<absl::StatusOr<TensorList>(const OpContext&)>;
+
+  GlooBackend(std::shared_ptr<Store> store, int rank, int size,
+              std::chrono::milliseconds timeout, GlooOptions options);
+  absl::Status connect();
+
+  // Queues `body` on the worker its sequence number picks; `what` describes
+  // the op for error messages ("float32[1024]").
+  std::shared_ptr<Work> enqueue(OpType op, std::string what,
+                                std::chrono::milliseconds timeout, OpBody body);
+  // kUseGroupTimeout (any negative) -> this backend's default.
+  std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds timeout) const;
+  // The error for a Gloo exception: names the op, the rank and the timeout.
+  absl::Status op_error(OpType op, const std::string& what,
+                        std::chrono::milliseconds timeout,
+                        const std::string& cause) const;
+
+  // Bodies shared by several ops; they run on a worker and throw gloo's
+  // exceptions.
+  void allreduce_on_worker(const TensorList& tensors, ReduceOp op,
+                           const OpContext& c, uint32_t tag) const;
+  absl::StatusOr<TensorList> monitored_barrier_on_worker(
+      const OpContext& c, bool wait_all_ranks) const;
+  std::shared_ptr<Work> start_p2p(OpType op, const TensorList& tensors,
+                                  std::vector<int> peers, int tag,
+                                  std::chrono::milliseconds timeout);
+
+  const std::shared_ptr<Store> store_;
+  const std::chrono::milliseconds timeout_;
+  const GlooOptions options_;
+  std::string key_prefix_;  // this backend instance's keys in the store
+  std::string bound_host_;
+
+  std::shared_ptr<gloo::transport::Device> device_;
+  std::vector<std::shared_ptr<gloo::Context>> worker_contexts_;
+  std::vector<std::unique_ptr<Store>> worker_stores_;
+  std::shared_ptr<gloo::Context> p2p_context_;
+
+  std::mutex seq_mu_;
+  uint64_t next_seq_ = 0;
+  std::unique_ptr<WorkerPool> pool_;
+  std::unique_ptr<P2PWaiters> p2p_waiters_;
+};
+
+// The factory init_process_group registers under "gloo": options from the
+// environment (DDPX_GLOO_SOCKET_IFNAME, DDPX_GLOO_HOSTNAME, ...).
+absl::StatusOr<std::shared_ptr<Backend>> create_gloo_backend(
+    std::shared_ptr<Store> store, int rank, int size,
+    std::chrono::milliseconds timeout);
+
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_

@@ -1,0 +1,315 @@
+// GlooBackend's collectives other than the allreduce family: each maps onto
+// one of Gloo's unbound-buffer collectives, moving raw bytes (only reductions
+// care about the element type).
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "gloo/allgather.h"
+#include "gloo/alltoall.h"
+#include "gloo/alltoallv.h"
+#include "gloo/broadcast.h"
+#include "gloo/gather.h"
+#include "gloo/reduce.h"
+#include "gloo/scatter.h"
+#include "process_group/gloo/gloo_backend.h"
+#include "process_group/gloo/gloo_internal.h"
+#include "process_group/gloo/reduce_kernels.h"
+
+namespace ddpx {
+namespace {
+
+uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.data()); }
+
+}  // namespace
+
+std::shared_ptr<Work> GlooBackend::broadcast(const TensorList& tensors,
+                                             const BroadcastOptions& opts) {
+  return enqueue(
+      OpType::kBroadcast, describe(tensors), opts.timeout,
+      [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+        if (tensors.empty()) return tensors;
+        const Tensor& main =
+            rank() == opts.root_rank ? tensors[opts.root_tensor] : tensors[0];
+        if (main.nbytes() > 0) {
+          gloo::BroadcastOptions o(c.context);
+          o.setOutput<uint8_t>(bytes_of(main), main.nbytes());
+          o.setRoot(opts.root_rank);
+          o.setTag(c.tag);
+          o.setTimeout(c.timeout);
+          gloo::broadcast(o);
+        }
+        for (const Tensor& t : tensors) {
+          if (t.data() != main.data()) copy_bytes(t, main.data());
+        }
+        return tensors;
+      });
+}
+
+// In place, like torch: the root's tensor gets the result; on other ranks
+// the tensor is used as Gloo's scratch and holds partial sums afterwards.
+std::shared_ptr<Work> GlooBackend::reduce(const TensorList& tensors,
+                                          const ReduceOptions& opts) {
+  return enqueue(
+      OpType::kReduce, describe(tensors), opts.timeout,
+      [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+        if (tensors.empty() || tensors[0].numel() == 0) return tensors;
+        const bool is_root = rank() == opts.root_rank;
+        const Tensor& target = is_root ? tensors[opts.root_tensor] : tensors[0];
+        UntypedReduceFn fn = reduce_function(target.dtype(), opts.op);
+        const size_t n = static_cast<size_t>(target.numel());
+        for (const Tensor& t : tensors) {  // several local tensors: reduce them first
+          if (t.data() != target.data()) fn(target.data(), target.data(), t.data(), n);
+        }
+        visit_dtype(target.dtype(), [&](auto zero) {
+          using T = decltype(zero);
+          gloo::ReduceOptions o(c.context);
+          o.setOutput<T>(static_cast<T*>(target.data()), n);
+          o.setReduceFunction(fn);
+          o.setRoot(opts.root_rank);
+          o.setTag(c.tag);
+          o.setTimeout(c.timeout);
+          gloo::reduce(o);
+        });
+        if (is_root && opts.op == ReduceOp::AVG) {
+          divide_in_place(target.data(), n, target.dtype(), size());
+        }
+        return tensors;
+      });
+}
+
+std::shared_ptr<Work> GlooBackend::allgather(
+    const std::vector<TensorList>& outputs, const TensorList& inputs,
+    const AllgatherOptions& opts) {
+  return enqueue(
+      OpType::kAllgather, describe(inputs), opts.timeout,
+      [this, outputs, inputs](const OpContext& c) -> absl::StatusOr<TensorList> {
+        TensorList flat_outputs;
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          const Tensor& in = inputs[i];
+          if (in.nbytes() == 0) continue;
+          // Straight into the outputs when they are one piece of memory.
+          void* span = contiguous_span(outputs[i]);
+          std::vector<uint8_t> gathered(span == nullptr ? in.nbytes() * size() : 0);
+          uint8_t* dst = span != nullptr ? static_cast<uint8_t*>(span) : gathered.data();
+          gloo::AllgatherOptions o(c.context);
+          o.setInput<uint8_t>(bytes_of(in), in.nbytes());
+          o.setOutput<uint8_t>(dst, in.nbytes() * size());
+          o.setTag(c.tag + static_cast<uint32_t>(i % kTagsPerOp));
+          o.setTimeout(c.timeout);
+          gloo::allgather(o);
+          if (span != nullptr) continue;
+          for (int r = 0; r < size(); ++r) {
+            copy_bytes(outputs[i][r], gathered.data() + r * in.nbytes());
+          }
+        }
+        for (const TensorList& list : outputs) {
+          flat_outputs.insert(flat_outputs.end(), list.begin(), list.end());
+        }
+        return flat_outputs;
+      });
+}
+
+std::shared_ptr<Work> GlooBackend::allgather_into_tensor(
+    const Tensor& output, const Tensor& input, const AllgatherOptions& opts) {
+  return enqueue(
+      OpType::kAllgatherIntoTensor, describe(input), opts.timeout,
+      [output, input](const OpContext& c) -> absl::StatusOr<TensorList> {
+        if (input.nbytes() > 0) {
+          gloo::AllgatherOptions o(c.context);
+          o.setInput<uint8_t>(bytes_of(input), input.nbytes());
+          o.setOutput<uint8_t>(bytes_of(output), output.nbytes());
+          o.setTag(c.tag);
+          o.setTimeout(c.timeout);
+          gloo::allgather(o);
+        }
+        return TensorList{output};
+      });
+}
+
+// Reduce-scatter as an allreduce of the whole input, keeping this rank's
+// chunk: Gloo 0.5.0 has no unbound-buffer reduce-scatter.
+std::shared_ptr<Work> GlooBackend::reduce_scatter(
+    const TensorList& outputs, const std::vector<TensorList>& inputs,
+    const ReduceScatterOptions& opts) {
+  return enqueue(
+      OpType::kReduceScatter, describe(outputs), opts.timeout,
+      [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          if (outputs[i].numel() == 0) continue;
+          Tensor flat = flatten_copy(inputs[i]);
+          allreduce_on_worker({flat}, opts.op, c,
+                              c.tag + static_cast<uint32_t>(i % kTagsPerOp));
+          copy_bytes(outputs[i], bytes_of(flat) + rank() * outputs[i].nbytes());
+        }
+        return outputs;
+      });
+}
+
+std::shared_ptr<Work> GlooBackend::reduce_scatter_tensor(
+    const Tensor& output, const Tensor& input,
+    const ReduceScatterOptions& opts) {
+  return enqueue(
+      OpType::kReduceScatterTensor, describe(input), opts.timeout,
+      [this, output, input, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+        if (output.numel() > 0) {
+          Tensor flat = input.clone();
+          allreduce_on_worker({flat}, opts.op, c, c.tag);
+          copy_bytes(output, bytes_of(flat) + rank() * output.nbytes());
+        }
+        return TensorList{output};
+      });
+}
+
+std::shared_ptr<Work> GlooBackend::gather(
+    const std::vector<TensorList>& outputs, const TensorList& inputs,
+    const GatherOptions& opts) {
+  return enqueue(
+      OpType::kGather, describe(inputs), opts.timeout,
+      [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+        const bool is_root = rank() == opts.root_rank;
+        const Tensor& in = inputs[0];
+        if (in.nbytes() == 0) return is_root ? outputs[0] : TensorList{};
+        void* span = is_root ? contiguous_span(outputs[0]) : nullptr;
+        std::vector<uint8_t> gathered(is_root && span == nullptr ? in.nbytes() * size() : 0);
+        uint8_t* dst = span != nullptr ? static_cast<uint8_t*>(span) : gathered.data();
+        gloo::GatherOptions o(c.context);
+        o.setInput<uint8_t>(bytes_of(in), in.nbytes());
+        if (is_root) o.setOutput<uint8_t>(dst, in.nbytes() * size());
+        o.setRoot(opts.root_rank);
+        o.setTag(c.tag);
+        o.setTimeout(c.timeout);
+        gloo::gather(o);
+        if (!is_root) return TensorList{};
+        if (span != nullptr) return outputs[0];
+        for (int r = 0; r < size(); ++r) {
+          copy_bytes(outputs[0][r], gathered.data() + r * in.nbytes());
+        }
+        return outputs[0];
+      });
+}
+
+std::shared_ptr<Work> GlooBackend::scatter(
+    const TensorList& outputs, const std::vector<TensorList>& inputs,
+    const ScatterOptions& opts) {
+  return enqueue(
+      OpType::kScatter, describe(outputs), opts.timeout,
+      [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+        const Tensor& out = outputs[0];
+        if (out.nbytes() == 0) return outputs;
+        gloo::ScatterOptions o(c.context);
+        std::vector<uint8_t*> sources;
+        if (rank() == opts.root_rank) {
+          for (const Tensor& t : inputs[0]) sources.push_back(bytes_of(t));
+          o.setInputs<uint8_t>(sources, out.nbytes());
+        }
+        o.setOutput<uint8_t>(bytes_of(out), out.nbytes());
+        o.setRoot(opts.root_rank);
+        o.setTag(c.tag);
+        o.setTimeout(c.timeout);
+        gloo::scatter(o);
+        return outputs;
+      });
+}
+
+namespace {
+
+// Gloo's alltoallv over byte counts; `in`/`out` may be empty buffers.
+void alltoallv_bytes(const std::shared_ptr<gloo::Context>& context, void* in,
+                     const std::vector<int64_t>& in_bytes, void* out,
+                     const std::vector<int64_t>& out_bytes, uint32_t tag,
+                     std::chrono::milliseconds timeout) {
+  int64_t total_in = 0, total_out = 0;
+  for (int64_t b : in_bytes) total_in += b;
+  for (int64_t b : out_bytes) total_out += b;
+  if (total_in == 0 && total_out == 0) return;
+  // Gloo wants real pointers even for an empty side.
+  static uint8_t empty_side[1];
+  gloo::AlltoallvOptions o(context);
+  o.setInput<uint8_t>(total_in > 0 ? static_cast<uint8_t*>(in) : empty_side,
+                      in_bytes);
+  o.setOutput<uint8_t>(total_out > 0 ? static_cast<uint8_t*>(out) : empty_side,
+                       out_bytes);
+  o.setTag(tag);
+  o.setTimeout(timeout);
+  gloo::alltoallv(o);
+}
+
+}  // namespace
+
+std::shared_ptr<Work> GlooBackend::alltoall(const TensorList& outputs,
+                                            const TensorList& inputs,
+                                            const AllToAllOptions& opts) {
+  return enqueue(
+      OpType::kAlltoall, describe(inputs), opts.timeout,
+      [outputs, inputs](const OpContext& c) -> absl::StatusOr<TensorList> {
+        std::vector<int64_t> in_bytes, out_bytes;
+        for (const Tensor& t : inputs) in_bytes.push_back(t.nbytes());
+        for (const Tensor& t : outputs) out_bytes.push_back(t.nbytes());
+        std::vector<uint8_t> in_flat;
+        for (const Tensor& t : inputs) {
+          const uint8_t* p = bytes_of(t);
+          in_flat.insert(in_flat.end(), p, p + t.nbytes());
+        }
+        int64_t total_out = 0;
+        for (int64_t b : out_bytes) total_out += b;
+        std::vector<uint8_t> out_flat(total_out);
+        alltoallv_bytes(c.context, in_flat.data(), in_bytes, out_flat.data(),
+                        out_bytes, c.tag, c.timeout);
+        const uint8_t* src = out_flat.data();
+        for (const Tensor& t : outputs) {
+          copy_bytes(t, src);
+          src += t.nbytes();
+        }
+        return outputs;
+      });
+}
+
+namespace {
+
+// Per-rank byte counts of a tensor split along its first dimension.
+std::vector<int64_t> split_bytes(const Tensor& t, const std::vector<int64_t>& rows,
+                                 int size) {
+  std::vector<int64_t> bytes(size);
+  if (rows.empty()) {
+    for (int r = 0; r < size; ++r) bytes[r] = t.nbytes() / size;
+    return bytes;
+  }
+  const int64_t rows_total = t.dim() > 0 ? t.size(0) : 1;
+  const int64_t row_bytes = rows_total > 0 ? t.nbytes() / rows_total : 0;
+  for (int r = 0; r < size; ++r) bytes[r] = rows[r] * row_bytes;
+  return bytes;
+}
+
+}  // namespace
+
+std::shared_ptr<Work> GlooBackend::alltoall_base(
+    const Tensor& output, const Tensor& input,
+    const std::vector<int64_t>& output_split_sizes,
+    const std::vector<int64_t>& input_split_sizes, const AllToAllOptions& opts) {
+  std::vector<int64_t> in_bytes = split_bytes(input, input_split_sizes, size());
+  std::vector<int64_t> out_bytes = split_bytes(output, output_split_sizes, size());
+  return enqueue(OpType::kAlltoallBase, describe(input), opts.timeout,
+                 [output, input, in_bytes, out_bytes](
+                     const OpContext& c) -> absl::StatusOr<TensorList> {
+                   bool equal = true;
+                   for (size_t r = 0; r < in_bytes.size(); ++r) {
+                     equal = equal && in_bytes[r] == in_bytes[0] && out_bytes[r] == in_bytes[0];
+                   }
+                   if (equal && in_bytes[0] > 0 &&
+                       static_cast<size_t>(in_bytes[0]) * in_bytes.size() == input.nbytes()) {
+                     // Equal splits: Gloo's plain alltoall.
+                     gloo::AlltoallOptions o(c.context);
+                     o.setInput<uint8_t>(bytes_of(input), input.nbytes());
+                     o.setOutput<uint8_t>(bytes_of(output), output.nbytes());
+                     o.setTag(c.tag);
+                     o.setTimeout(c.timeout);
+                     gloo::alltoall(o);
+                   } else {
+                     alltoallv_bytes(c.context, input.data(), in_bytes,
+                                     output.data(), out_bytes, c.tag, c.timeout);
+                   }
+                   return TensorList{output};
+                 });
+}
+
+}  // namespace ddpx

@@ -1,0 +1,74 @@
+#include "process_group/gloo/gloo_options.h"
+
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
+
+#include "absl/strings/numbers.h"
+
+namespace ddpx {
+namespace {
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::string() : std::string(v);
+}
+
+// True when `host` resolves to an address a socket can bind.
+bool can_bind(const std::string& host) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* result = nullptr;
+  if (getaddrinfo(host.c_str(), nullptr, &hints, &result) != 0) return false;
+  bool ok = false;
+  for (addrinfo* a = result; a != nullptr && !ok; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
+    if (fd < 0) continue;
+    ok = bind(fd, a->ai_addr, a->ai_addrlen) == 0;
+    close(fd);
+  }
+  freeaddrinfo(result);
+  return ok;
+}
+
+}  // namespace
+
+std::string default_gloo_hostname() {
+  char name[256] = {0};
+  if (gethostname(name, sizeof(name) - 1) == 0 && name[0] != '\0' &&
+      can_bind(name)) {
+    return name;
+  }
+  return "127.0.0.1";
+}
+
+absl::StatusOr<GlooOptions> GlooOptions::from_env() {
+  GlooOptions options;
+  options.interface = env_or_empty("DDPX_GLOO_SOCKET_IFNAME");
+  options.hostname = env_or_empty("DDPX_GLOO_HOSTNAME");
+  std::string workers = env_or_empty("DDPX_GLOO_NUM_WORKERS");
+  if (!workers.empty()) {
+    int n = 0;
+    if (!absl::SimpleAtoi(workers, &n) || n < 1 || n > 64) {
+      return absl::InvalidArgumentError(
+          "DDPX_GLOO_NUM_WORKERS must be an integer in [1, 64], got '" +
+          workers + "'");
+    }
+    options.num_workers = n;
+  }
+  std::string algorithm = env_or_empty("DDPX_GLOO_ALLREDUCE_ALGORITHM");
+  if (!algorithm.empty()) {
+    auto parsed = parse_allreduce_algorithm(algorithm);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError("DDPX_GLOO_ALLREDUCE_ALGORITHM: " +
+                                        std::string(parsed.status().message()));
+    }
+    options.allreduce_algorithm = *parsed;
+  }
+  return options;
+}
+
+}  // namespace ddpx

@@ -1,0 +1,39 @@
+// How a GlooBackend binds its TCP device and how many worker threads it runs.
+#ifndef DDPX_PROCESS_GROUP_GLOO_GLOO_OPTIONS_H_
+#define DDPX_PROCESS_GROUP_GLOO_GLOO_OPTIONS_H_
+
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "process_group/gloo/allreduce_algorithms.h"
+
+namespace ddpx {
+
+struct GlooOptions {
+  // The network interface to bind (like GLOO_SOCKET_IFNAME); wins over
+  // hostname when both are set.
+  std::string interface;
+  // The host name or address to bind and advertise to peers.
+  std::string hostname;
+  // Worker threads; each owns its own Gloo context, so up to this many
+  // collectives run at once.
+  int num_workers = 2;
+  // Forces one allreduce algorithm for every size (benchmarks, tests);
+  // unset: chosen per message size from the measured table.
+  std::optional<AllreduceAlgorithm> allreduce_algorithm;
+
+  // Defaults overridden by DDPX_GLOO_SOCKET_IFNAME, DDPX_GLOO_HOSTNAME,
+  // DDPX_GLOO_NUM_WORKERS and DDPX_GLOO_ALLREDUCE_ALGORITHM.
+  // A malformed value is an error naming the variable.
+  static absl::StatusOr<GlooOptions> from_env();
+};
+
+// The host to bind when neither interface nor hostname is given: this
+// machine's host name when it resolves to an address we can bind (so other
+// machines can reach us), else 127.0.0.1 (a local job).
+std::string default_gloo_hostname();
+
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_GLOO_GLOO_OPTIONS_H_

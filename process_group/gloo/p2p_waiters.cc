@@ -1,0 +1,51 @@
+#include "process_group/gloo/p2p_waiters.h"
+
+#include "gloo/transport/unbound_buffer.h"
+
+namespace ddpx {
+
+P2PWaiters::~P2PWaiters() {
+  std::list<std::unique_ptr<Entry>> entries;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    entries.swap(entries_);
+  }
+  for (auto& e : entries) {
+    if (e->done.load()) continue;
+    for (auto& b : e->pending->buffers) {
+      if (e->pending->is_recv) {
+        b->abortWaitRecv();
+      } else {
+        b->abortWaitSend();
+      }
+    }
+  }
+  for (auto& e : entries) e->thread.join();
+}
+
+void P2PWaiters::start(std::shared_ptr<Pending> pending,
+                       std::function<void(Pending&)> wait) {
+  std::lock_guard<std::mutex> lock(mu_);
+  reap_locked();
+  auto entry = std::make_unique<Entry>();
+  Entry* e = entry.get();
+  e->pending = std::move(pending);
+  e->thread = std::thread([e, wait = std::move(wait)] {
+    wait(*e->pending);
+    e->done.store(true);
+  });
+  entries_.push_back(std::move(entry));
+}
+
+void P2PWaiters::reap_locked() {
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    if ((*it)->done.load()) {
+      (*it)->thread.join();
+      it = entries_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+}  // namespace ddpx

@@ -1,0 +1,266 @@
+// init_process_group / new_group / destroy_process_group: turning an init
+// method into a store, the store into a backend, and keeping the default
+// group.
+#include "process_group/init.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "process_group/launch_env.h"
+#include "store/file_store.h"
+#include "store/prefix_store.h"
+#include "store/tcp_store.h"
+
+namespace ddpx {
+namespace {
+
+// The process-wide default group and what new_group needs to derive more.
+struct World {
+  std::mutex mu;
+  std::shared_ptr<ProcessGroup> default_group;
+  std::shared_ptr<Store> root_store;  // unprefixed; holds the TCP server on rank 0
+  std::string backend;
+  std::chrono::milliseconds timeout{0};
+  // Every rank of the world calls new_group in the same order, so this
+  // counter names the same group on every rank.
+  int groups_created = 0;
+};
+
+World& world() {
+  static World* w = new World;
+  return *w;
+}
+
+struct Rendezvous {
+  std::shared_ptr<Store> store;
+  int rank = -1;
+  int world_size = -1;
+};
+
+absl::StatusOr<std::shared_ptr<Store>> connect_tcp(const std::string& host,
+                                                   int port, int rank,
+                                                   int world_size,
+                                                   std::chrono::milliseconds timeout) {
+  TCPStoreOptions opts;
+  opts.port = static_cast<uint16_t>(port);
+  opts.is_master = rank == 0;  // rank 0 hosts the server in-process
+  opts.num_workers = world_size;
+  opts.timeout = timeout;
+  absl::StatusOr<std::unique_ptr<TCPStore>> store = TCPStore::create(host, opts);
+  if (!store.ok()) {
+    return absl::Status(store.status().code(),
+                        absl::StrCat("rendezvous with ", host, ":", port,
+                                     " as rank ", rank, " of ", world_size,
+                                     ": ", store.status().message()));
+  }
+  return std::shared_ptr<Store>(*std::move(store));
+}
+
+// "host:port" or "[v6addr]:port".
+absl::Status parse_host_port(absl::string_view text, const std::string& url,
+                             std::string* host, int* port) {
+  size_t colon = text.rfind(':');
+  if (colon == absl::string_view::npos || colon == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init_method '", url, "': expected tcp://host:port"));
+  }
+  absl::string_view h = text.substr(0, colon);
+  if (absl::ConsumePrefix(&h, "[") && !absl::ConsumeSuffix(&h, "]")) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("init_method '", url, "': unterminated '[' in the host"));
+  }
+  if (!absl::SimpleAtoi(text.substr(colon + 1), port) || *port < 1 ||
+      *port > 65535) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "init_method '", url, "': port '", text.substr(colon + 1),
+        "' is not a TCP port (1..65535)"));
+  }
+  *host = std::string(h);
+  return absl::OkStatus();
+}
+
+absl::Status need_position(const InitOptions& o, const char* method) {
+  if (o.rank >= 0 && o.world_size >= 1) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      method, " needs rank and world_size in InitOptions (got rank ", o.rank,
+      ", world_size ", o.world_size, ")"));
+}
+
+absl::StatusOr<Rendezvous> rendezvous(const InitOptions& o) {
+  Rendezvous r;
+  r.rank = o.rank;
+  r.world_size = o.world_size;
+  if (o.store != nullptr) {
+    if (absl::Status s = need_position(o, "InitOptions.store"); !s.ok()) return s;
+    r.store = o.store;
+    return r;
+  }
+  const std::string& url = o.init_method;
+  absl::string_view rest = url;
+  if (absl::ConsumePrefix(&rest, "env://")) {
+    LaunchEnv env;
+    auto getenv_fn = [](const char* name) { return std::getenv(name); };
+    if (o.rank >= 0 && o.world_size >= 1) {
+      // The caller knows its place; only the master comes from the environment.
+      if (absl::Status s = read_master_address(getenv_fn, &env); !s.ok()) return s;
+    } else {
+      absl::StatusOr<LaunchEnv> read = read_launch_env_from(getenv_fn);
+      if (!read.ok()) return read.status();
+      env = *read;
+      if (r.rank < 0) r.rank = env.rank;
+      if (r.world_size < 1) r.world_size = env.world_size;
+    }
+    absl::StatusOr<std::shared_ptr<Store>> s =
+        connect_tcp(env.master_addr, env.master_port, r.rank, r.world_size, o.timeout);
+    if (!s.ok()) return s.status();
+    r.store = *s;
+    return r;
+  }
+  if (absl::ConsumePrefix(&rest, "tcp://")) {
+    if (absl::Status s = need_position(o, "init_method tcp://"); !s.ok()) return s;
+    std::string host;
+    int port = 0;
+    if (absl::Status s = parse_host_port(rest, url, &host, &port); !s.ok()) return s;
+    absl::StatusOr<std::shared_ptr<Store>> s =
+        connect_tcp(host, port, r.rank, r.world_size, o.timeout);
+    if (!s.ok()) return s.status();
+    r.store = *s;
+    return r;
+  }
+  if (absl::ConsumePrefix(&rest, "file://")) {
+    if (absl::Status s = need_position(o, "init_method file://"); !s.ok()) return s;
+    if (rest.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("init_method '", url, "': expected file:///path"));
+    }
+    absl::StatusOr<std::unique_ptr<FileStore>> s =
+        FileStore::open(std::string(rest), o.timeout);
+    if (!s.ok()) return s.status();
+    r.store = std::shared_ptr<Store>(*std::move(s));
+    return r;
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      "unknown init_method '", url,
+      "': expected env://, tcp://host:port or file:///path"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
+    const InitOptions& options) {
+  World& w = world();
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (w.default_group != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "init_process_group: already initialized (rank ",
+          w.default_group->rank(), " of ", w.default_group->size(),
+          "); call destroy_process_group() first"));
+    }
+  }
+  absl::StatusOr<Rendezvous> r = rendezvous(options);
+  if (!r.ok()) return r.status();
+  if (r->rank < 0 || r->rank >= r->world_size) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "init_process_group: rank ", r->rank, " is out of range for world_size ",
+        r->world_size));
+  }
+  auto group_store = std::make_shared<PrefixStore>("default_pg", r->store);
+  absl::StatusOr<std::shared_ptr<Backend>> backend = create_backend(
+      options.backend, group_store, r->rank, r->world_size, options.timeout);
+  if (!backend.ok()) return backend.status();
+  auto group = std::make_shared<ProcessGroup>(*std::move(backend), group_store,
+                                              options.timeout);
+
+  std::lock_guard<std::mutex> lock(w.mu);
+  if (w.default_group != nullptr) {
+    return absl::FailedPreconditionError(
+        "init_process_group: another thread initialized the default group "
+        "meanwhile");
+  }
+  w.default_group = group;
+  w.root_store = r->store;
+  w.backend = options.backend;
+  w.timeout = options.timeout;
+  w.groups_created = 0;
+  return group;
+}
+
+std::shared_ptr<ProcessGroup> default_process_group() {
+  World& w = world();
+  std::lock_guard<std::mutex> lock(w.mu);
+  return w.default_group;
+}
+
+absl::StatusOr<std::shared_ptr<ProcessGroup>> new_group(
+    const std::vector<int>& ranks, const std::string& backend) {
+  World& w = world();
+  std::shared_ptr<Store> root;
+  std::string spec;
+  std::chrono::milliseconds timeout;
+  int my_rank, world_size, id;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    if (w.default_group == nullptr) {
+      return absl::FailedPreconditionError(
+          "new_group: no default group; call init_process_group first");
+    }
+    my_rank = w.default_group->rank();
+    world_size = w.default_group->size();
+    root = w.root_store;
+    spec = backend.empty() ? w.backend : backend;
+    timeout = w.timeout;
+    // Counted before validating, like torch: every rank calls new_group with
+    // the same arguments, so a bad call fails everywhere and the counters
+    // stay in step.
+    id = ++w.groups_created;
+  }
+  std::vector<int> members = ranks;
+  if (members.empty()) {
+    for (int i = 0; i < world_size; ++i) members.push_back(i);
+  }
+  std::set<int> seen;
+  for (int r : members) {
+    if (r < 0 || r >= world_size) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "new_group: rank ", r, " is out of range for the default group of size ",
+          world_size, " (valid: 0..", world_size - 1, ")"));
+    }
+    if (!seen.insert(r).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("new_group: rank ", r, " is listed twice"));
+    }
+  }
+  std::sort(members.begin(), members.end());
+  auto me = std::find(members.begin(), members.end(), my_rank);
+  if (me == members.end()) return std::shared_ptr<ProcessGroup>();
+
+  const int group_rank = static_cast<int>(me - members.begin());
+  const int group_size = static_cast<int>(members.size());
+  auto store = std::make_shared<PrefixStore>(absl::StrCat("group_", id), root);
+  absl::StatusOr<std::shared_ptr<Backend>> b =
+      create_backend(spec, store, group_rank, group_size, timeout);
+  if (!b.ok()) {
+    return absl::Status(b.status().code(),
+                        absl::StrCat("new_group #", id, ": ", b.status().message()));
+  }
+  return std::make_shared<ProcessGroup>(*std::move(b), store, timeout);
+}
+
+void destroy_process_group() {
+  World& w = world();
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.default_group.reset();
+  w.root_store.reset();
+  w.backend.clear();
+  w.groups_created = 0;
+}
+
+}  // namespace ddpx

@@ -1,0 +1,57 @@
+// Work of the nccl backend: a CUDA event per device recorded on the NCCL
+// stream after the op. wait() makes the caller's current stream wait for the
+// events (or, with blocking wait, blocks the host until they fire or time
+// out); the watchdog completes get_future() once the events have fired and
+// then lets go of the tensors the op used.
+#ifndef DDPX_PROCESS_GROUP_NCCL_NCCL_WORK_H_
+#define DDPX_PROCESS_GROUP_NCCL_NCCL_WORK_H_
+
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "cuda/stream.h"
+#include "process_group/nccl/nccl_comm.h"
+#include "process_group/work.h"
+
+namespace ddpx {
+namespace nccl {
+
+class NcclWork : public Work {
+ public:
+  NcclWork(OpType op, std::shared_ptr<NcclComm> comm, std::vector<CudaEvent> done_events,
+           TensorList in_use, TensorList outputs, bool blocking_wait);
+
+  OpType op() const override { return op_; }
+  bool is_completed() const override { return future_->is_completed(); }
+  bool is_success() const override {
+    return future_->is_completed() && future_->status().ok();
+  }
+  absl::Status exception() const override {
+    return future_->is_completed() ? future_->status() : absl::OkStatus();
+  }
+  absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) override;
+  std::shared_ptr<Future<TensorList>> get_future() override { return future_; }
+  void abort() override;
+
+  // For the watchdog: whether every event has fired.
+  absl::StatusOr<bool> poll() const;
+  // For the watchdog: completes the future and releases the tensors.
+  void finish(absl::Status status);
+
+ private:
+  const OpType op_;
+  const std::shared_ptr<NcclComm> comm_;
+  const std::vector<CudaEvent> done_events_;
+  const bool blocking_wait_;
+  std::mutex mu_;
+  TensorList in_use_;  // kept alive until the GPU is done with them
+  TensorList outputs_;
+  std::shared_ptr<Future<TensorList>> future_;
+};
+
+}  // namespace nccl
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_NCCL_NCCL_WORK_H_

@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Builds and runs the consumer workspace against this checkout, proving that
+# another Bazel workspace can depend on @ddpx//:process_group.
+# Usage: tests/consumer/run.sh   (from anywhere; .ci/run calls it)
+set -euo pipefail
+cd "$(dirname "$0")"
+# A separate output base: this workspace's server must not share the main
+# workspace's lock.
+output_base="${DDPX_CONSUMER_OUTPUT_BASE:-${HOME}/.cache/bazel_ddpx_consumer}"
+bazel --output_base="${output_base}" run --jobs=2 //:consumer

@@ -1,0 +1,82 @@
+#include "tests/integration/train_runner.h"
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+
+namespace ddpx::testing {
+
+RunResult run_command(const std::string& command) {
+  RunResult r;
+  FILE* p = popen((command + " 2>&1").c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.output.append(buf, n);
+  const int status = pclose(p);
+  if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) r.exit_code = 128 + WTERMSIG(status);
+  return r;
+}
+
+std::string fresh_dir(const std::string& name) {
+  const char* tmp = getenv("TEST_TMPDIR");
+  const std::string dir = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  const std::string cmd = "rm -rf '" + dir + "' && mkdir -p '" + dir + "'";
+  if (system(cmd.c_str()) != 0) abort();
+  return dir;
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Enough JSON for the trainer's flat objects: "key":number or "key":"text".
+std::vector<MetricsLine> read_metrics(const std::string& path) {
+  std::vector<MetricsLine> out;
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    MetricsLine m;
+    size_t pos = 0;
+    while ((pos = line.find('"', pos)) != std::string::npos) {
+      const size_t key_end = line.find('"', pos + 1);
+      const std::string key = line.substr(pos + 1, key_end - pos - 1);
+      size_t v = key_end + 2;  // past ":
+      std::string value;
+      if (line[v] == '"') {
+        const size_t end = line.find('"', v + 1);
+        value = line.substr(v + 1, end - v - 1);
+        pos = end + 1;
+      } else {
+        const size_t end = line.find_first_of(",}", v);
+        value = line.substr(v, end - v);
+        pos = end;
+      }
+      m[key] = value;
+    }
+    out.push_back(m);
+  }
+  return out;
+}
+
+std::vector<MetricsLine> lines_of_type(const std::vector<MetricsLine>& lines,
+                                       const std::string& type) {
+  std::vector<MetricsLine> out;
+  for (const MetricsLine& l : lines)
+    if (l.count("type") && l.at("type") == type) out.push_back(l);
+  return out;
+}
+
+double number(const MetricsLine& line, const std::string& key) {
+  auto it = line.find(key);
+  return it == line.end() ? -1e300 : atof(it->second.c_str());
+}
+
+}  // namespace ddpx::testing

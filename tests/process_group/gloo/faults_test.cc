@@ -1,0 +1,119 @@
+// A rank that leaves or goes silent makes the others fail within their
+// timeout, with a message naming the op and the timeout; bad construction
+// arguments are clear errors.
+#include <atomic>
+
+#include "gtest/gtest.h"
+#include "tests/process_group/gloo/gloo_test_util.h"
+
+namespace ddpx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using testing::local_options;
+using testing::run_ranks;
+using testing::wait_ok;
+
+TEST(GlooFaults, SilentRankMakesOthersTimeOutNamingOpAndTimeout) {
+  std::atomic<int> finished{0};
+  run_ranks(3, [&](GlooBackend& b) {
+    if (b.rank() == 2) {
+      // Alive, connected, but never joins the allreduce.
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    Tensor t = Tensor::zeros({1000}, DType::kFloat32);
+    AllreduceOptions opts;
+    opts.timeout = std::chrono::milliseconds(400);
+    auto start = Clock::now();
+    absl::Status s = wait_ok(b.allreduce({t}, opts));
+    auto elapsed = Clock::now() - start;
+    finished.fetch_add(1);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_NE(s.message().find("allreduce"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("400 ms"), std::string::npos) << s;
+    EXPECT_LT(elapsed, std::chrono::milliseconds(3000));
+  });
+}
+
+TEST(GlooFaults, RankThatExitsMakesOthersFailWithinTimeout) {
+  std::atomic<bool> first_done{false};
+  run_ranks(3, [&](GlooBackend& b) {
+    BarrierOptions bopts;
+    ASSERT_WORK_OK(b.barrier(bopts));
+    if (b.rank() == 1) return;  // leaves: its backend closes every connection
+    Tensor t = Tensor::zeros({1 << 16}, DType::kFloat32);
+    BroadcastOptions opts;
+    opts.timeout = std::chrono::milliseconds(2000);
+    auto start = Clock::now();
+    absl::Status s;
+    // The first broadcast may still race the departure; keep going until one
+    // fails, which must happen well within the timeout of one op.
+    for (int i = 0; i < 50 && s.ok(); ++i) s = wait_ok(b.broadcast({t}, opts));
+    auto elapsed = Clock::now() - start;
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("broadcast"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("2000 ms"), std::string::npos) << s;
+    EXPECT_LT(elapsed, std::chrono::milliseconds(2000 + 1500)) << s;
+    (void)first_done;
+  });
+}
+
+TEST(GlooFaults, PerOpTimeoutAppliesToPointToPoint) {
+  run_ranks(2, [&](GlooBackend& b) {
+    if (b.rank() != 0) return;
+    Tensor t = Tensor::zeros({4}, DType::kInt8);
+    SendRecvOptions opts;
+    opts.timeout = std::chrono::milliseconds(200);
+    auto start = Clock::now();
+    absl::Status s = wait_ok(b.recv({t}, 1, opts));
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("recv"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("200 ms"), std::string::npos) << s;
+    EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(3000));
+  });
+}
+
+TEST(GlooFaults, BadArgumentsAreClearErrors) {
+  auto store = std::make_shared<HashStore>();
+  auto a = GlooBackend::create(store, 3, 2, std::chrono::seconds(1), local_options());
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.status().message().find("rank 3"), std::string::npos) << a.status();
+  auto b = GlooBackend::create(store, 0, 1, std::chrono::milliseconds(0), local_options());
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("timeout"), std::string::npos) << b.status();
+  auto c = GlooBackend::create(nullptr, 0, 1, std::chrono::seconds(1), local_options());
+  EXPECT_FALSE(c.ok());
+}
+
+TEST(GlooFaults, RendezvousWithAMissingPeerTimesOut) {
+  auto store = std::make_shared<HashStore>(std::chrono::milliseconds(300));
+  auto start = Clock::now();
+  auto b = GlooBackend::create(store, 0, 2, std::chrono::milliseconds(300), local_options());
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("rendezvous"), std::string::npos) << b.status();
+  EXPECT_NE(b.status().message().find("300 ms"), std::string::npos) << b.status();
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(5000));
+}
+
+TEST(GlooOptionsEnv, MalformedVariablesAreNamed) {
+  setenv("DDPX_GLOO_NUM_WORKERS", "zero", 1);
+  auto o = GlooOptions::from_env();
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("DDPX_GLOO_NUM_WORKERS"), std::string::npos);
+  unsetenv("DDPX_GLOO_NUM_WORKERS");
+  setenv("DDPX_GLOO_ALLREDUCE_ALGORITHM", "tree", 1);
+  o = GlooOptions::from_env();
+  ASSERT_FALSE(o.ok());
+  EXPECT_NE(o.status().message().find("tree"), std::string::npos);
+  unsetenv("DDPX_GLOO_ALLREDUCE_ALGORITHM");
+  setenv("DDPX_GLOO_HOSTNAME", "127.0.0.1", 1);
+  o = GlooOptions::from_env();
+  ASSERT_TRUE(o.ok());
+  EXPECT_EQ(o->hostname, "127.0.0.1");
+  unsetenv("DDPX_GLOO_HOSTNAME");
+}
+
+}  // namespace
+}  // namespace ddpx

@@ -1,0 +1,62 @@
+// Runs a GlooBackend per rank, each rank a thread of this process, all
+// meeting through one HashStore over real TCP on 127.0.0.1.
+#ifndef DDPX_TESTS_PROCESS_GROUP_GLOO_GLOO_TEST_UTIL_H_
+#define DDPX_TESTS_PROCESS_GROUP_GLOO_GLOO_TEST_UTIL_H_
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "process_group/gloo/gloo_backend.h"
+#include "store/hash_store.h"
+
+namespace ddpx {
+namespace testing {
+
+inline GlooOptions local_options(int num_workers = 2) {
+  GlooOptions o;
+  o.hostname = "127.0.0.1";
+  o.num_workers = num_workers;
+  return o;
+}
+
+// Calls body(backend) on `size` threads, one GlooBackend each. Failures
+// inside body are recorded by gtest as usual (ASSERTs end that rank only).
+inline void run_ranks(
+    int size, const std::function<void(GlooBackend&)>& body,
+    GlooOptions options = local_options(),
+    std::chrono::milliseconds timeout = std::chrono::seconds(20),
+    std::shared_ptr<Store> store = nullptr) {
+  if (store == nullptr) store = std::make_shared<HashStore>(timeout);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      auto backend = GlooBackend::create(store, r, size, timeout, options);
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      body(**backend);
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Waits for a work and returns its status (with a generous cap, so a bug
+// shows up as a failure rather than a hung test).
+inline absl::Status wait_ok(const std::shared_ptr<Work>& work) {
+  return work->wait(std::chrono::seconds(30));
+}
+
+}  // namespace testing
+}  // namespace ddpx
+
+// Asserts a Work (or Status) succeeded, printing its error otherwise.
+#define ASSERT_WORK_OK(work_expr)                                    \
+  do {                                                               \
+    absl::Status ddpx_status_ = ::ddpx::testing::wait_ok(work_expr); \
+    ASSERT_TRUE(ddpx_status_.ok()) << ddpx_status_;                  \
+  } while (0)
+
+#endif  // DDPX_TESTS_PROCESS_GROUP_GLOO_GLOO_TEST_UTIL_H_

@@ -1,0 +1,230 @@
+// init_process_group in real processes (tcp://, file://, env:// from the
+// torchrun and SLURM variables), subgroups, round-robin across processes, a
+// rank dying mid-job; and init's errors, in process.
+#include "process_group/init.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "store/hash_store.h"
+#include "tests/process_group/rank_processes.h"
+
+namespace ddpx {
+namespace {
+
+using ::testing::HasSubstr;
+using testing_util::EnvVars;
+using testing_util::RankRun;
+
+const char kWorker[] = "tests/process_group/pg_worker";
+
+std::vector<RankRun> run_workers(int nproc, std::vector<std::string> common_args,
+                                 bool pass_rank,
+                                 std::function<EnvVars(int)> env_for = nullptr,
+                                 int deadline_s = 40) {
+  auto args_for = [&](int rank) {
+    std::vector<std::string> args = common_args;
+    if (pass_rank) {
+      args.push_back("--rank=" + std::to_string(rank));
+      args.push_back("--world_size=" + std::to_string(nproc));
+    }
+    return args;
+  };
+  if (!env_for) env_for = [](int) { return EnvVars{}; };
+  return testing_util::run_ranks(testing_util::runfile(kWorker), nproc, args_for,
+                                 env_for, std::chrono::seconds(deadline_s));
+}
+
+void expect_all_ok(const std::vector<RankRun>& runs) {
+  for (size_t r = 0; r < runs.size(); ++r) {
+    EXPECT_TRUE(runs[r].ok()) << "rank " << r << " exit " << runs[r].exit_code
+                              << " signal " << runs[r].signal << ":\n"
+                              << runs[r].output;
+    EXPECT_THAT(runs[r].output, HasSubstr("rank " + std::to_string(r) + ": OK"));
+  }
+}
+
+TEST(InitProcesses, TcpInitMethod) {
+  std::string url = "tcp://127.0.0.1:" + std::to_string(testing_util::free_port());
+  expect_all_ok(run_workers(3, {"--init=" + url}, true));
+}
+
+TEST(InitProcesses, FileInitMethod) {
+  std::string url = "file://" + testing_util::scratch_path("rendezvous");
+  expect_all_ok(run_workers(2, {"--init=" + url}, true));
+}
+
+TEST(InitProcesses, EnvInitMethodTorchrunVariables) {
+  int port = testing_util::free_port();
+  auto env = [port](int rank) {
+    return EnvVars{{"RANK", std::to_string(rank)}, {"WORLD_SIZE", "2"},
+                   {"LOCAL_RANK", std::to_string(rank)}, {"MASTER_ADDR", "127.0.0.1"},
+                   {"MASTER_PORT", std::to_string(port)}};
+  };
+  expect_all_ok(run_workers(2, {"--init=env://"}, false, env));
+}
+
+TEST(InitProcesses, EnvInitMethodSlurmVariables) {
+  int port = testing_util::free_port();
+  auto env = [port](int rank) {
+    return EnvVars{{"SLURM_PROCID", std::to_string(rank)}, {"SLURM_NTASKS", "2"},
+                   {"SLURM_LOCALID", std::to_string(rank)},
+                   {"SLURM_LAUNCH_NODE_IPADDR", "127.0.0.1"},
+                   {"MASTER_PORT", std::to_string(port)}};
+  };
+  expect_all_ok(run_workers(2, {"--init=env://"}, false, env));
+}
+
+TEST(InitProcesses, EnvInitMethodOpenMpiVariables) {
+  int port = testing_util::free_port();
+  auto env = [port](int rank) {
+    return EnvVars{{"OMPI_COMM_WORLD_RANK", std::to_string(rank)},
+                   {"OMPI_COMM_WORLD_SIZE", "2"},
+                   {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)}};
+  };
+  expect_all_ok(run_workers(2, {"--init=env://"}, false, env));
+}
+
+TEST(InitProcesses, SubgroupsAndRoundRobinAcrossProcesses) {
+  std::string url = "tcp://127.0.0.1:" + std::to_string(testing_util::free_port());
+  expect_all_ok(run_workers(3, {"--init=" + url, "--scenario=subgroups"}, true));
+}
+
+TEST(InitProcesses, RoundRobinBackendString) {
+  std::string url = "file://" + testing_util::scratch_path("rr");
+  expect_all_ok(
+      run_workers(2, {"--init=" + url, "--backend=round_robin:gloo*2"}, true));
+}
+
+TEST(InitProcesses, DeadRankFailsOthersWithinTimeoutNamingTheOp) {
+  std::string url = "tcp://127.0.0.1:" + std::to_string(testing_util::free_port());
+  std::vector<RankRun> runs = run_workers(
+      3, {"--init=" + url, "--scenario=dead_rank", "--timeout_ms=3000"}, true);
+  for (size_t r = 0; r < runs.size(); ++r) {
+    EXPECT_TRUE(runs[r].ok()) << "rank " << r << ":\n" << runs[r].output;
+  }
+  for (size_t r = 0; r + 1 < runs.size(); ++r) {
+    EXPECT_THAT(runs[r].output, HasSubstr("allreduce failed after")) << runs[r].output;
+  }
+}
+
+// ---- errors, in process ----
+
+TEST(InitErrors, UnknownInitMethod) {
+  InitOptions o;
+  o.init_method = "udp://x";
+  o.rank = 0;
+  o.world_size = 1;
+  EXPECT_THAT(init_process_group(o).status().message(),
+              HasSubstr("unknown init_method 'udp://x'"));
+}
+
+TEST(InitErrors, TcpNeedsRankAndWorldSize) {
+  InitOptions o;
+  o.init_method = "tcp://127.0.0.1:1234";
+  EXPECT_THAT(init_process_group(o).status().message(),
+              HasSubstr("init_method tcp:// needs rank and world_size"));
+}
+
+TEST(InitErrors, MalformedTcpUrl) {
+  InitOptions o;
+  o.rank = 0;
+  o.world_size = 1;
+  o.init_method = "tcp://localhost";
+  EXPECT_THAT(init_process_group(o).status().message(), HasSubstr("expected tcp://host:port"));
+  o.init_method = "tcp://localhost:http";
+  EXPECT_THAT(init_process_group(o).status().message(),
+              HasSubstr("port 'http' is not a TCP port"));
+}
+
+TEST(InitErrors, EnvWithoutVariablesNamesThem) {
+  InitOptions o;
+  o.init_method = "env://";
+  EXPECT_THAT(init_process_group(o).status().message(),
+              HasSubstr("no launch environment found"));
+}
+
+TEST(InitErrors, RankOutOfRange) {
+  InitOptions o;
+  o.store = std::make_shared<HashStore>();
+  o.rank = 2;
+  o.world_size = 2;
+  EXPECT_THAT(init_process_group(o).status().message(),
+              HasSubstr("rank 2 is out of range for world_size 2"));
+}
+
+TEST(InitErrors, NcclNotBuilt) {
+  InitOptions o;
+  o.store = std::make_shared<HashStore>();
+  o.rank = 0;
+  o.world_size = 1;
+  o.backend = "nccl";
+  absl::Status s = init_process_group(o).status();
+#ifndef DDPX_WITH_CUDA
+  EXPECT_EQ(s.message(), "nccl backend not built: build with --config=cuda");
+#endif
+}
+
+TEST(InitErrors, UnknownBackendListsTheRegisteredOnes) {
+  InitOptions o;
+  o.store = std::make_shared<HashStore>();
+  o.rank = 0;
+  o.world_size = 1;
+  o.backend = "mpi";
+  EXPECT_THAT(init_process_group(o).status().message(),
+              HasSubstr("unknown backend 'mpi' (registered: gloo"));
+}
+
+TEST(InitErrors, BadRoundRobinSpecs) {
+  auto store = std::make_shared<HashStore>();
+  auto msg = [&](const std::string& spec) {
+    return std::string(
+        create_backend(spec, store, 0, 1, std::chrono::seconds(5)).status().message());
+  };
+  EXPECT_THAT(msg("round_robin:gloo*0"), HasSubstr("needs a positive count after '*'"));
+  EXPECT_THAT(msg("round_robin:gloo*x"), HasSubstr("needs a positive count after '*'"));
+  EXPECT_THAT(msg("round_robin:"), HasSubstr("names an empty backend"));
+  EXPECT_THAT(msg("round_robin:round_robin:gloo"), HasSubstr("cannot be nested"));
+  EXPECT_THAT(msg("round_robin:gloo*100"), HasSubstr("more than 64"));
+  EXPECT_THAT(msg("round_robin:gloo,foo"), HasSubstr("round_robin member 1: unknown backend 'foo'"));
+}
+
+TEST(InitSingleProcess, InitTwiceIsAnErrorAndDestroyAllowsAgain) {
+  InitOptions o;
+  o.store = std::make_shared<HashStore>();
+  o.rank = 0;
+  o.world_size = 1;
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> pg = init_process_group(o);
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  EXPECT_EQ(default_process_group(), *pg);
+  EXPECT_THAT(init_process_group(o).status().message(), HasSubstr("already initialized"));
+  destroy_process_group();
+  EXPECT_EQ(default_process_group(), nullptr);
+  o.store = std::make_shared<HashStore>();
+  pg = init_process_group(o);
+  ASSERT_TRUE(pg.ok()) << pg.status();
+  destroy_process_group();
+}
+
+TEST(InitSingleProcess, NewGroupChecksItsArguments) {
+  EXPECT_THAT(new_group({0}).status().message(), HasSubstr("call init_process_group first"));
+  InitOptions o;
+  o.store = std::make_shared<HashStore>();
+  o.rank = 0;
+  o.world_size = 1;
+  ASSERT_TRUE(init_process_group(o).ok());
+  EXPECT_THAT(new_group({0, 1}).status().message(),
+              HasSubstr("rank 1 is out of range for the default group of size 1"));
+  EXPECT_THAT(new_group({0, 0}).status().message(), HasSubstr("rank 0 is listed twice"));
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> g = new_group({0});
+  ASSERT_TRUE(g.ok()) << g.status();
+  ASSERT_NE(*g, nullptr);
+  Tensor t = Tensor::from_vector<float>({5});
+  EXPECT_TRUE((*g)->allreduce({t})->wait().ok());
+  EXPECT_EQ(t.item(0), 5);
+  destroy_process_group();
+}
+
+}  // namespace
+}  // namespace ddpx

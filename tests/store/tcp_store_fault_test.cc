@@ -1,0 +1,220 @@
+// Hostile and broken clients against the epoll server, over raw sockets: each
+// is dropped with a reason while a well-behaved client keeps being served.
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "store/protocol.h"
+#include "store/tcp_store.h"
+#include "store/tcp_store_server.h"
+
+namespace ddpx {
+namespace {
+
+using protocol::FrameWriter;
+using protocol::QueryType;
+using std::chrono::milliseconds;
+
+class RawClient {
+ public:
+  explicit RawClient(uint16_t port) {
+    fd_ = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  }
+  ~RawClient() { close_now(); }
+  bool connected() const { return connected_; }
+  void send_bytes(const std::string& bytes) {
+    ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+  }
+  void validate() {
+    std::string f;
+    FrameWriter(&f).query(QueryType::kValidate).u32(protocol::kValidationMagic);
+    send_bytes(f);
+  }
+  // True when the server closed the connection within the timeout (reading
+  // and discarding any replies before that).
+  bool closed_by_server(milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    char buf[65536];
+    while (std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 10) <= 0) continue;
+      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
+      if (n <= 0) return true;
+    }
+    return false;
+  }
+  void close_now() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+class FaultTest : public ::testing::Test {
+ protected:
+  void SetUp() override { start({}); }
+
+  void start(TCPStoreServerOptions options) {
+    options.port = 0;
+    auto s = TCPStoreServer::start(options);
+    ASSERT_TRUE(s.ok()) << s.status();
+    server_ = std::move(*s);
+    TCPStoreOptions copts;
+    copts.port = server_->port();
+    copts.timeout = milliseconds(5000);
+    auto c = TCPStore::create("127.0.0.1", copts);
+    ASSERT_TRUE(c.ok()) << c.status();
+    good_ = std::move(*c);
+    ASSERT_TRUE(good_->set("alive", "yes").ok());
+  }
+
+  // The well-behaved client still gets served, including a wake-up.
+  void expect_others_still_served() {
+    EXPECT_EQ(*good_->get_string("alive"), "yes");
+    std::thread setter([this] {
+      auto other = good_->clone();
+      ASSERT_TRUE(other.ok());
+      ASSERT_TRUE((*other)->set("ping-key", "1").ok());
+    });
+    EXPECT_TRUE(good_->wait({"ping-key"}).ok());
+    setter.join();
+    ASSERT_TRUE(good_->delete_key("ping-key").ok());
+  }
+
+  void expect_dropped_for(const std::string& reason_part) {
+    // The drop is recorded by the loop thread; allow it a moment.
+    for (int i = 0; i < 200; ++i) {
+      if (server_->stats().last_drop_reason.find(reason_part) != std::string::npos) break;
+      std::this_thread::sleep_for(milliseconds(5));
+    }
+    EXPECT_NE(server_->stats().last_drop_reason.find(reason_part), std::string::npos)
+        << server_->stats().last_drop_reason;
+  }
+
+  std::unique_ptr<TCPStoreServer> server_;
+  std::unique_ptr<TCPStore> good_;
+};
+
+TEST_F(FaultTest, UnknownQueryTypeDropsOnlyThatClient) {
+  RawClient bad(server_->port());
+  bad.validate();
+  bad.send_bytes(std::string(1, '\x2a'));
+  EXPECT_TRUE(bad.closed_by_server(milliseconds(2000)));
+  expect_dropped_for("unknown query type 0x2a");
+  expect_others_still_served();
+}
+
+TEST_F(FaultTest, LengthPastTheLimitIsRejectedWithoutAllocatingIt) {
+  RawClient bad(server_->port());
+  bad.validate();
+  std::string f;
+  FrameWriter(&f).query(QueryType::kSet).u64(1ull << 40);
+  bad.send_bytes(f);
+  EXPECT_TRUE(bad.closed_by_server(milliseconds(2000)));
+  expect_dropped_for("key length 1099511627776 exceeds the limit of 268435456");
+  expect_others_still_served();
+}
+
+TEST_F(FaultTest, ConfiguredLimitApplies) {
+  TCPStoreServerOptions options;
+  options.max_frame_length = 4096;
+  options.log_drops = false;
+  start(options);
+  RawClient bad(server_->port());
+  bad.validate();
+  std::string f;
+  FrameWriter(&f).query(QueryType::kSet).bytes("/k").bytes(std::string(5000, 'x'));
+  bad.send_bytes(f);
+  EXPECT_TRUE(bad.closed_by_server(milliseconds(2000)));
+  expect_dropped_for("exceeds the limit of 4096");
+  expect_others_still_served();
+}
+
+TEST_F(FaultTest, RequestBeforeValidateAndBadMagicAreRefused) {
+  RawClient no_hello(server_->port());
+  std::string get;
+  FrameWriter(&get).query(QueryType::kGet).bytes("/alive");
+  no_hello.send_bytes(get);
+  EXPECT_TRUE(no_hello.closed_by_server(milliseconds(2000)));
+  expect_dropped_for("GET request before VALIDATE");
+
+  RawClient wrong_magic(server_->port());
+  std::string f;
+  FrameWriter(&f).query(QueryType::kValidate).u32(0x12345678);
+  wrong_magic.send_bytes(f);
+  EXPECT_TRUE(wrong_magic.closed_by_server(milliseconds(2000)));
+  expect_dropped_for("magic 0x12345678");
+  expect_others_still_served();
+}
+
+TEST_F(FaultTest, DisconnectMidFrameIsLoggedAndForgotten) {
+  {
+    RawClient bad(server_->port());
+    bad.validate();
+    std::string f;
+    FrameWriter(&f).query(QueryType::kSet).bytes("/half").u64(100).u32(7);
+    bad.send_bytes(f);
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  expect_dropped_for("disconnected mid-frame");
+  EXPECT_FALSE(*good_->check({"half"}));
+  expect_others_still_served();
+}
+
+TEST_F(FaultTest, DisconnectMidWaitLeavesNoDanglingWaiter) {
+  {
+    RawClient bad(server_->port());
+    bad.validate();
+    std::string f;
+    FrameWriter(&f).query(QueryType::kWait).u64(1).bytes("/later");
+    bad.send_bytes(f);
+    std::this_thread::sleep_for(milliseconds(20));
+  }
+  expect_dropped_for("disconnected while waiting");
+  // Setting the key the dead client waited on wakes nobody and breaks nothing.
+  ASSERT_TRUE(good_->set("later", "x").ok());
+  expect_others_still_served();
+}
+
+TEST_F(FaultTest, ClientThatNeverReadsIsDroppedBeforeItsRepliesPileUp) {
+  TCPStoreServerOptions options;
+  options.max_pending_output = 1 << 20;
+  options.log_drops = false;
+  start(options);
+  ASSERT_TRUE(good_->set("big", Bytes(256 << 10, 7)).ok());
+  RawClient greedy(server_->port());
+  greedy.validate();
+  std::string gets;
+  for (int i = 0; i < 64; ++i) FrameWriter(&gets).query(QueryType::kGet).bytes("/big");
+  greedy.send_bytes(gets);  // 16 MiB of replies it never reads
+  expect_dropped_for("not reading its responses");
+  expect_others_still_served();
+}
+
+TEST_F(FaultTest, GarbageFromManyClientsAtOnce) {
+  std::vector<std::unique_ptr<RawClient>> bad;
+  for (int i = 0; i < 32; ++i) {
+    bad.push_back(std::make_unique<RawClient>(server_->port()));
+    std::string junk(64, static_cast<char>(0x80 + i));
+    bad.back()->send_bytes(junk);
+  }
+  for (auto& b : bad) EXPECT_TRUE(b->closed_by_server(milliseconds(2000)));
+  EXPECT_GE(server_->stats().dropped, 32u);
+  expect_others_still_served();
+}
+
+}  // namespace
+}  // namespace ddpx
