@@ -26,6 +26,7 @@
 #include "examples/trainer/trainer.h"
 #include "hooks/registry.h"
 #include "process_group/init.h"
+#include "store/tcp_store.h"
 
 ABSL_FLAG(int, nproc, 1, "Local ranks to start when not already under a launcher.");
 ABSL_FLAG(std::string, init, "env://",
@@ -55,6 +56,8 @@ ABSL_FLAG(std::string, metrics_out, "", "Append JSON lines (per step, per epoch)
 ABSL_FLAG(int64_t, max_steps, -1, "Stop after this many steps in all (-1: no limit).");
 ABSL_FLAG(int64_t, train_limit, -1, "Train on the first N images only (-1: all).");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
+ABSL_FLAG(int64_t, eval_every, 0,
+          "Also measure test accuracy every N steps (0: at the end of each epoch only).");
 ABSL_FLAG(std::string, data_dir, ddpx::data::kDefaultFashionMnistDir,
           "Folder holding Fashion-MNIST's IDX .gz files.");
 ABSL_FLAG(int, blas_threads, 0, "OpenBLAS threads per rank (0: cores / local ranks).");
@@ -85,6 +88,29 @@ int launch_local(int argc, char** argv) {
   ddpx::launcher::LaunchResult r = ddpx::launcher::launch_local_ranks(o);
   if (r.exit_code != 0) fprintf(stderr, "%s\n", r.message.c_str());
   return r.exit_code;
+}
+
+// SEAM(process_group): under torchrun (torch >= 2.x) the elastic agent
+// already serves a TCPStore on MASTER_PORT and says so with
+// TORCHELASTIC_USE_AGENT_STORE=True; ranks must join it as clients instead
+// of hosting their own. Belongs in init_process_group's env:// path.
+absl::Status use_torchrun_agent_store(ddpx::InitOptions& init) {
+  const char* agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
+  if (agent == nullptr || std::string(agent) != "True" || init.init_method != "env://")
+    return absl::OkStatus();
+  absl::StatusOr<ddpx::LaunchEnv> env = ddpx::read_launch_env();
+  if (!env.ok()) return env.status();
+  ddpx::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env->master_port);
+  options.is_master = false;
+  options.timeout = init.timeout;
+  absl::StatusOr<std::unique_ptr<ddpx::TCPStore>> store =
+      ddpx::TCPStore::create(env->master_addr, options);
+  if (!store.ok()) return store.status();
+  init.store = std::move(*store);
+  init.rank = env->rank;
+  init.world_size = env->world_size;
+  return absl::OkStatus();
 }
 
 ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::string& hook_spec,
@@ -127,6 +153,10 @@ int main(int argc, char** argv) {
   init.backend = absl::GetFlag(FLAGS_backend);
   init.init_method = absl::GetFlag(FLAGS_init);
   init.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+  if (absl::Status s = use_torchrun_agent_store(init); !s.ok()) {
+    fprintf(stderr, "train: joining torchrun's store failed: %s\n", s.ToString().c_str());
+    return 1;
+  }
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
   if (!pg.ok()) {
     fprintf(stderr, "train: init_process_group(%s, %s) failed: %s\n", init.backend.c_str(),
@@ -154,6 +184,7 @@ int main(int argc, char** argv) {
   config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   config.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   config.log_every = absl::GetFlag(FLAGS_log_every);
+  config.eval_every = absl::GetFlag(FLAGS_eval_every);
   config.train_limit = absl::GetFlag(FLAGS_train_limit);
   config.hook = absl::GetFlag(FLAGS_hook);
   config.backend = init.backend;

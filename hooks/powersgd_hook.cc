@@ -7,43 +7,17 @@
 #include "absl/strings/str_join.h"
 #include "hooks/batched_powersgd_hook.h"
 #include "hooks/powersgd_plan.h"
-#include "hooks/default_hooks.h"
-#include "hooks/powersgd_step.h"
 
 namespace ddpx {
 
-PowerSGDHook::PowerSGDHook(std::shared_ptr<ProcessGroup> pg,
-                           std::shared_ptr<PowerSGDState> state)
-    : pg_(std::move(pg)), state_(std::move(state)) {}
-
-std::shared_ptr<Future<Tensor>> PowerSGDHook::run(GradBucket& bucket) {
+std::shared_ptr<Future<Tensor>> PowerSGDHook::run_compressed(GradBucket& bucket) {
   const Tensor buffer = bucket.buffer();
-  const uint64_t bytes = buffer.nbytes();
-  counter_->add_call(bytes, allreduce_wire_bytes(bytes, pg_->size()));
-  if (!state_->compressing()) {
-    // torch's _allreduce_fut: the allreduce hook exactly.
-    state_->maybe_increase_iter(bucket.is_last());
-    counter_->add_traffic(bytes, allreduce_wire_bytes(bytes, pg_->size()));
-    return allreduce_average(*pg_, buffer);
-  }
   absl::StatusOr<CompressionPlan> plan = plan_layerwise(
-      bucket.offsets(), bucket.shapes(), buffer.numel(), state_->options());
+      bucket.offsets(), bucket.shapes(), buffer.numel(), state().options());
   if (!plan.ok()) return Future<Tensor>::failed(plan.status());
-  PowerSGDStepInput step;
-  step.bucket_index = bucket.index();
-  step.bucket_is_last = bucket.is_last();
-  step.counter = counter_;
-  step.buffer = buffer;
-  step.plan = *std::move(plan);
-  step.finish = [buffer]() -> absl::StatusOr<Tensor> { return buffer; };
-  return run_powersgd_step(pg_, state_, std::move(step));
+  return start_step(bucket, buffer, *std::move(plan),
+                    [buffer]() -> absl::StatusOr<Tensor> { return buffer; });
 }
-
-absl::Status PowerSGDHook::save_state(std::ostream& out) const {
-  return state_->save(out);
-}
-
-absl::Status PowerSGDHook::load_state(std::istream& in) { return state_->load(in); }
 
 namespace {
 

@@ -17,30 +17,19 @@
 
 #include "absl/status/statusor.h"
 #include "hooks/comm_hook.h"
-#include "hooks/hook_stats.h"
+#include "hooks/powersgd_hook_base.h"
 #include "hooks/powersgd_state.h"
 #include "process_group/process_group.h"
 
 namespace ddpx {
 
-class PowerSGDHook : public CountingHook {
+class PowerSGDHook : public PowerSGDHookBase {
  public:
-  PowerSGDHook(std::shared_ptr<ProcessGroup> pg,
-               std::shared_ptr<PowerSGDState> state);
-
+  using PowerSGDHookBase::PowerSGDHookBase;
   std::string name() const override { return "powersgd"; }
-  std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override;
-  absl::Status save_state(std::ostream& out) const override;
-  absl::Status load_state(std::istream& in) override;
-  HookStats stats() const override { return counter_->snapshot(); }
 
-  PowerSGDState& state() { return *state_; }
-  const std::shared_ptr<PowerSGDState>& shared_state() const { return state_; }
-
- private:
-  std::shared_ptr<ProcessGroup> pg_;
-  std::shared_ptr<PowerSGDState> state_;
-  std::shared_ptr<HookStatsCounter> counter_ = std::make_shared<HookStatsCounter>();
+ protected:
+  std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) override;
 };
 
 // Parses hook options into PowerSGDOptions. Keys (value syntax):

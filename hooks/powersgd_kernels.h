@@ -1,6 +1,7 @@
-// The arithmetic of one PowerSGD step on row-major float matrices. The three
-// products go through OpenBLAS (cblas_sgemm); the element-wise passes are
-// plain loops the compiler vectorizes.
+// The arithmetic of one PowerSGD step on row-major float matrices. The two
+// products that compress (P = M Q, Q = M^T P) go through OpenBLAS: sgemm, or
+// sgemv at rank 1. Decompression and the element-wise passes are loops the
+// compiler vectorizes (the target builds with -ftree-vectorize).
 #ifndef DDPX_HOOKS_POWERSGD_KERNELS_H_
 #define DDPX_HOOKS_POWERSGD_KERNELS_H_
 
@@ -17,6 +18,14 @@ void matmul_mt_p(const float* m, int64_t rows, int64_t cols, const float* p,
 // M (rows x cols) = P (rows x rank) * Q^T (rank x cols).
 void matmul_p_qt(const float* p, const float* q, int64_t rows, int64_t cols,
                  int64_t rank, float* m);
+
+// Decompression fused with error feedback, one sweep over the matrix:
+// OUT = P * Q^T and, if `e` is non-null, E -= OUT (the new error). Written
+// out rather than through sgemm: at PowerSGD's small ranks this is an
+// element-wise pass (rank multiply-adds per element), where OpenBLAS's
+// packing costs more than the arithmetic.
+void decompress_p_qt(const float* p, const float* q, int64_t rows, int64_t cols,
+                     int64_t rank, float* out, float* e);
 
 // dst[i] += src[i].
 void add_inplace(float* dst, const float* src, int64_t n);

@@ -46,6 +46,9 @@ using Stage = void (*)(const std::shared_ptr<StepContext>&);
 // Allreduces `tensor` (SUM, in place) and runs `next` when it completes.
 void allreduce_then(const std::shared_ptr<StepContext>& ctx, Tensor tensor,
                     const char* what, Stage next) {
+  // A group of one without a process group: the sum over one rank is the
+  // tensor itself (used to time PowerSGD's own work).
+  if (!ctx->pg) return next(ctx);
   if (ctx->in.counter) {
     ctx->in.counter->add_traffic(tensor.nbytes(),
                                  allreduce_wire_bytes(tensor.nbytes(), ctx->pg->size()));
@@ -92,9 +95,8 @@ void decompress(const std::shared_ptr<StepContext>& ctx) {
   const bool error_feedback = c.state->options().use_error_feedback;
   for (const CompressedMatrix& mat : c.in.plan.matrices) {
     float* out = c.work + mat.offset;
-    matmul_p_qt(c.p + mat.p_offset, c.q + mat.q_offset, mat.rows, mat.cols,
-                mat.rank, out);
-    if (error_feedback) subtract_inplace(c.m + mat.offset, out, mat.rows * mat.cols);
+    decompress_p_qt(c.p + mat.p_offset, c.q + mat.q_offset, mat.rows, mat.cols,
+                    mat.rank, out, error_feedback ? c.m + mat.offset : nullptr);
   }
   finish_step(ctx);
 }
@@ -215,7 +217,7 @@ std::shared_ptr<Future<Tensor>> run_powersgd_step(
         ": the CPU hook needs a float32 CPU buffer, got ", input.buffer.str())));
     return ctx->result;
   }
-  ctx->world_size = static_cast<float>(pg->size());
+  ctx->world_size = pg ? static_cast<float>(pg->size()) : 1.0f;
   ctx->memory = &state->bucket_memory(input.bucket_index);
   state->record_compression(input.plan.numel_before, input.plan.numel_after,
                             input.bucket_is_last);

@@ -39,6 +39,8 @@ struct PowerSGDStepInput {
   std::shared_ptr<HookStatsCounter> counter;
 };
 
+// With `pg` null the step runs as on a group of one without communicating
+// (every allreduce is the identity): PowerSGD's own work alone, for timing.
 std::shared_ptr<Future<Tensor>> run_powersgd_step(
     std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
     PowerSGDStepInput input);

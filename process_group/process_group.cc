@@ -52,225 +52,204 @@ absl::Status ProcessGroup::admit(absl::Status valid,
   return absl::OkStatus();
 }
 
-std::shared_ptr<Work> ProcessGroup::allreduce(const TensorList& tensors,
-                                              const AllreduceOptions& options) {
-  AllreduceOptions opts = options;
+template <typename Options, typename Launch>
+std::shared_ptr<Work> ProcessGroup::dispatch(OpType op, Options opts,
+                                             absl::Status valid,
+                                             const CollectiveFingerprint* fingerprint,
+                                             uint64_t payload_bytes, Launch launch) {
   opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp =
-      CollectiveFingerprint(OpType::kAllreduce).tensors(tensors).reduce_op(opts.op);
-  absl::Status s = admit(validate::allreduce(tensors, opts.op), &fp,
-                         opts.timeout, bytes_of(tensors));
-  if (!s.ok()) return FutureWork::failed(OpType::kAllreduce, s);
-  return backend_->allreduce(tensors, opts);
+  absl::Status s = admit(std::move(valid), fingerprint, opts.timeout, payload_bytes);
+  if (!s.ok()) return FutureWork::failed(op, std::move(s));
+  return launch(opts);
+}
+
+std::shared_ptr<Work> ProcessGroup::allreduce(const TensorList& tensors,
+                                              const AllreduceOptions& opts) {
+  const OpType op = OpType::kAllreduce;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(tensors).reduce_op(opts.op);
+  return dispatch(op, opts, validate::allreduce(tensors, opts.op), &fp,
+                  bytes_of(tensors), [&](const AllreduceOptions& o) {
+                    return backend_->allreduce(tensors, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce_coalesced(
-    const TensorList& tensors, const AllreduceOptions& options) {
-  AllreduceOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp = CollectiveFingerprint(OpType::kAllreduceCoalesced)
-                                 .tensors(tensors)
-                                 .reduce_op(opts.op);
-  absl::Status s = admit(validate::allreduce_coalesced(tensors, opts.op), &fp,
-                         opts.timeout, bytes_of(tensors));
-  if (!s.ok()) return FutureWork::failed(OpType::kAllreduceCoalesced, s);
-  return backend_->allreduce_coalesced(tensors, opts);
+    const TensorList& tensors, const AllreduceOptions& opts) {
+  const OpType op = OpType::kAllreduceCoalesced;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(tensors).reduce_op(opts.op);
+  return dispatch(op, opts, validate::allreduce_coalesced(tensors, opts.op), &fp,
+                  bytes_of(tensors), [&](const AllreduceOptions& o) {
+                    return backend_->allreduce_coalesced(tensors, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::broadcast(const TensorList& tensors,
-                                              const BroadcastOptions& options) {
-  BroadcastOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp =
-      CollectiveFingerprint(OpType::kBroadcast).tensors(tensors).root(opts.root_rank);
-  absl::Status s = admit(validate::broadcast(tensors, opts, size()), &fp,
-                         opts.timeout, bytes_of(tensors));
-  if (!s.ok()) return FutureWork::failed(OpType::kBroadcast, s);
-  return backend_->broadcast(tensors, opts);
+                                              const BroadcastOptions& opts) {
+  const OpType op = OpType::kBroadcast;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(tensors).root(opts.root_rank);
+  return dispatch(op, opts, validate::broadcast(tensors, opts, size()), &fp,
+                  bytes_of(tensors), [&](const BroadcastOptions& o) {
+                    return backend_->broadcast(tensors, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce(const TensorList& tensors,
-                                           const ReduceOptions& options) {
-  ReduceOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp = CollectiveFingerprint(OpType::kReduce)
-                                 .tensors(tensors)
-                                 .root(opts.root_rank)
-                                 .reduce_op(opts.op);
-  absl::Status s = admit(validate::reduce(tensors, opts, size()), &fp,
-                         opts.timeout, bytes_of(tensors));
-  if (!s.ok()) return FutureWork::failed(OpType::kReduce, s);
-  return backend_->reduce(tensors, opts);
+                                           const ReduceOptions& opts) {
+  const OpType op = OpType::kReduce;
+  CollectiveFingerprint fp =
+      CollectiveFingerprint(op).tensors(tensors).root(opts.root_rank).reduce_op(opts.op);
+  return dispatch(op, opts, validate::reduce(tensors, opts, size()), &fp,
+                  bytes_of(tensors), [&](const ReduceOptions& o) {
+                    return backend_->reduce(tensors, o);
+                  });
 }
 
-std::shared_ptr<Work> ProcessGroup::allgather(
-    const std::vector<TensorList>& outputs, const TensorList& inputs,
-    const AllgatherOptions& options) {
-  AllgatherOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp = CollectiveFingerprint(OpType::kAllgather).tensors(inputs);
-  absl::Status s = admit(validate::allgather(outputs, inputs, size()), &fp,
-                         opts.timeout, bytes_of(inputs));
-  if (!s.ok()) return FutureWork::failed(OpType::kAllgather, s);
-  return backend_->allgather(outputs, inputs, opts);
+std::shared_ptr<Work> ProcessGroup::allgather(const std::vector<TensorList>& outputs,
+                                              const TensorList& inputs,
+                                              const AllgatherOptions& opts) {
+  const OpType op = OpType::kAllgather;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(inputs);
+  return dispatch(op, opts, validate::allgather(outputs, inputs, size()), &fp,
+                  bytes_of(inputs), [&](const AllgatherOptions& o) {
+                    return backend_->allgather(outputs, inputs, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::allgather_into_tensor(
-    const Tensor& output, const Tensor& input, const AllgatherOptions& options) {
-  AllgatherOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp =
-      CollectiveFingerprint(OpType::kAllgatherIntoTensor).tensors({input});
-  absl::Status s = admit(validate::allgather_into_tensor(output, input, size()),
-                         &fp, opts.timeout, input.nbytes());
-  if (!s.ok()) return FutureWork::failed(OpType::kAllgatherIntoTensor, s);
-  return backend_->allgather_into_tensor(output, input, opts);
+    const Tensor& output, const Tensor& input, const AllgatherOptions& opts) {
+  const OpType op = OpType::kAllgatherIntoTensor;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors({input});
+  return dispatch(op, opts, validate::allgather_into_tensor(output, input, size()),
+                  &fp, input.nbytes(), [&](const AllgatherOptions& o) {
+                    return backend_->allgather_into_tensor(output, input, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter(
     const TensorList& outputs, const std::vector<TensorList>& inputs,
-    const ReduceScatterOptions& options) {
-  ReduceScatterOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp = CollectiveFingerprint(OpType::kReduceScatter)
-                                 .tensors(outputs)
-                                 .reduce_op(opts.op);
-  absl::Status s =
-      admit(validate::reduce_scatter(outputs, inputs, opts.op, size()), &fp,
-            opts.timeout, bytes_of(inputs));
-  if (!s.ok()) return FutureWork::failed(OpType::kReduceScatter, s);
-  return backend_->reduce_scatter(outputs, inputs, opts);
+    const ReduceScatterOptions& opts) {
+  const OpType op = OpType::kReduceScatter;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(outputs).reduce_op(opts.op);
+  return dispatch(op, opts, validate::reduce_scatter(outputs, inputs, opts.op, size()),
+                  &fp, bytes_of(inputs), [&](const ReduceScatterOptions& o) {
+                    return backend_->reduce_scatter(outputs, inputs, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::reduce_scatter_tensor(
-    const Tensor& output, const Tensor& input,
-    const ReduceScatterOptions& options) {
-  ReduceScatterOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp = CollectiveFingerprint(OpType::kReduceScatterTensor)
-                                 .tensors({output})
-                                 .reduce_op(opts.op);
-  absl::Status s =
-      admit(validate::reduce_scatter_tensor(output, input, opts.op, size()), &fp,
-            opts.timeout, input.nbytes());
-  if (!s.ok()) return FutureWork::failed(OpType::kReduceScatterTensor, s);
-  return backend_->reduce_scatter_tensor(output, input, opts);
+    const Tensor& output, const Tensor& input, const ReduceScatterOptions& opts) {
+  const OpType op = OpType::kReduceScatterTensor;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors({output}).reduce_op(opts.op);
+  return dispatch(op, opts,
+                  validate::reduce_scatter_tensor(output, input, opts.op, size()), &fp,
+                  input.nbytes(), [&](const ReduceScatterOptions& o) {
+                    return backend_->reduce_scatter_tensor(output, input, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::gather(const std::vector<TensorList>& outputs,
                                            const TensorList& inputs,
-                                           const GatherOptions& options) {
-  GatherOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp =
-      CollectiveFingerprint(OpType::kGather).tensors(inputs).root(opts.root_rank);
-  absl::Status s =
-      admit(validate::gather(outputs, inputs, opts.root_rank, rank(), size()),
-            &fp, opts.timeout, bytes_of(inputs));
-  if (!s.ok()) return FutureWork::failed(OpType::kGather, s);
-  return backend_->gather(outputs, inputs, opts);
+                                           const GatherOptions& opts) {
+  const OpType op = OpType::kGather;
+  // Only the root passes outputs: fingerprint the inputs every rank has.
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(inputs).root(opts.root_rank);
+  return dispatch(op, opts,
+                  validate::gather(outputs, inputs, opts.root_rank, rank(), size()),
+                  &fp, bytes_of(inputs), [&](const GatherOptions& o) {
+                    return backend_->gather(outputs, inputs, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::scatter(const TensorList& outputs,
                                             const std::vector<TensorList>& inputs,
-                                            const ScatterOptions& options) {
-  ScatterOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp =
-      CollectiveFingerprint(OpType::kScatter).tensors(outputs).root(opts.root_rank);
-  absl::Status s =
-      admit(validate::scatter(outputs, inputs, opts.root_rank, rank(), size()),
-            &fp, opts.timeout, bytes_of(inputs));
-  if (!s.ok()) return FutureWork::failed(OpType::kScatter, s);
-  return backend_->scatter(outputs, inputs, opts);
+                                            const ScatterOptions& opts) {
+  const OpType op = OpType::kScatter;
+  // Only the root passes inputs: fingerprint the outputs every rank has.
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(outputs).root(opts.root_rank);
+  return dispatch(op, opts,
+                  validate::scatter(outputs, inputs, opts.root_rank, rank(), size()),
+                  &fp, bytes_of(inputs), [&](const ScatterOptions& o) {
+                    return backend_->scatter(outputs, inputs, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoall(const TensorList& outputs,
                                              const TensorList& inputs,
-                                             const AllToAllOptions& options) {
-  AllToAllOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
+                                             const AllToAllOptions& opts) {
+  const OpType op = OpType::kAlltoall;
   // Per-peer sizes may legally differ between ranks: compare dtypes only.
-  CollectiveFingerprint fp = CollectiveFingerprint(OpType::kAlltoall).dtypes(inputs);
-  absl::Status s = admit(validate::alltoall(outputs, inputs, size()), &fp,
-                         opts.timeout, bytes_of(inputs));
-  if (!s.ok()) return FutureWork::failed(OpType::kAlltoall, s);
-  return backend_->alltoall(outputs, inputs, opts);
+  CollectiveFingerprint fp = CollectiveFingerprint(op).dtypes(inputs);
+  return dispatch(op, opts, validate::alltoall(outputs, inputs, size()), &fp,
+                  bytes_of(inputs), [&](const AllToAllOptions& o) {
+                    return backend_->alltoall(outputs, inputs, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::alltoall_base(
     const Tensor& output, const Tensor& input,
     const std::vector<int64_t>& output_split_sizes,
-    const std::vector<int64_t>& input_split_sizes,
-    const AllToAllOptions& options) {
-  AllToAllOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp(OpType::kAlltoallBase);
+    const std::vector<int64_t>& input_split_sizes, const AllToAllOptions& opts) {
+  const OpType op = OpType::kAlltoallBase;
+  CollectiveFingerprint fp(op);
   if (output_split_sizes.empty() && input_split_sizes.empty()) {
     fp.tensors({input});  // equal splits: every rank sends the same shape
   } else {
     fp.dtypes({input});
   }
-  absl::Status s =
-      admit(validate::alltoall_base(output, input, output_split_sizes,
-                                    input_split_sizes, size()),
-            &fp, opts.timeout, input.nbytes());
-  if (!s.ok()) return FutureWork::failed(OpType::kAlltoallBase, s);
-  return backend_->alltoall_base(output, input, output_split_sizes,
-                                 input_split_sizes, opts);
+  return dispatch(op, opts,
+                  validate::alltoall_base(output, input, output_split_sizes,
+                                          input_split_sizes, size()),
+                  &fp, input.nbytes(), [&](const AllToAllOptions& o) {
+                    return backend_->alltoall_base(output, input, output_split_sizes,
+                                                   input_split_sizes, o);
+                  });
 }
 
-std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& options) {
-  BarrierOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  CollectiveFingerprint fp(OpType::kBarrier);
-  absl::Status s = admit(absl::OkStatus(), &fp, opts.timeout, 0);
-  if (!s.ok()) return FutureWork::failed(OpType::kBarrier, s);
-  return backend_->barrier(opts);
+std::shared_ptr<Work> ProcessGroup::barrier(const BarrierOptions& opts) {
+  const OpType op = OpType::kBarrier;
+  CollectiveFingerprint fp(op);
+  return dispatch(op, opts, absl::OkStatus(), &fp, 0,
+                  [&](const BarrierOptions& o) { return backend_->barrier(o); });
 }
 
-std::shared_ptr<Work> ProcessGroup::monitored_barrier(
-    const BarrierOptions& options, bool wait_all_ranks) {
-  BarrierOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
+std::shared_ptr<Work> ProcessGroup::monitored_barrier(const BarrierOptions& opts,
+                                                      bool wait_all_ranks) {
   // Not cross-checked: naming the ranks that do not arrive is its whole job,
   // and the debug check would report them first, less precisely.
-  absl::Status s = admit(absl::OkStatus(), nullptr, opts.timeout, 0);
-  if (!s.ok()) return FutureWork::failed(OpType::kMonitoredBarrier, s);
-  return backend_->monitored_barrier(opts, wait_all_ranks);
+  return dispatch(OpType::kMonitoredBarrier, opts, absl::OkStatus(), nullptr, 0,
+                  [&](const BarrierOptions& o) {
+                    return backend_->monitored_barrier(o, wait_all_ranks);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::send(const TensorList& tensors, int dst_rank,
-                                         const SendRecvOptions& options) {
-  SendRecvOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  absl::Status s = admit(validate::send_recv(OpType::kSend, tensors, dst_rank,
-                                             opts.tag, rank(), size()),
-                         nullptr, opts.timeout, bytes_of(tensors));
-  if (!s.ok()) return FutureWork::failed(OpType::kSend, s);
-  return backend_->send(tensors, dst_rank, opts);
+                                         const SendRecvOptions& opts) {
+  const OpType op = OpType::kSend;
+  return dispatch(op, opts,
+                  validate::send_recv(op, tensors, dst_rank, opts.tag, rank(), size()),
+                  nullptr, bytes_of(tensors), [&](const SendRecvOptions& o) {
+                    return backend_->send(tensors, dst_rank, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::recv(const TensorList& tensors, int src_rank,
-                                         const SendRecvOptions& options) {
-  SendRecvOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  absl::Status s = admit(validate::send_recv(OpType::kRecv, tensors, src_rank,
-                                             opts.tag, rank(), size()),
-                         nullptr, opts.timeout, 0);
-  if (!s.ok()) return FutureWork::failed(OpType::kRecv, s);
-  return backend_->recv(tensors, src_rank, opts);
+                                         const SendRecvOptions& opts) {
+  const OpType op = OpType::kRecv;
+  return dispatch(op, opts,
+                  validate::send_recv(op, tensors, src_rank, opts.tag, rank(), size()),
+                  nullptr, 0, [&](const SendRecvOptions& o) {
+                    return backend_->recv(tensors, src_rank, o);
+                  });
 }
 
 std::shared_ptr<Work> ProcessGroup::recv_anysource(const TensorList& tensors,
-                                                   const SendRecvOptions& options) {
-  SendRecvOptions opts = options;
-  opts.timeout = resolve(opts.timeout);
-  absl::Status s = admit(validate::send_recv(OpType::kRecvAnysource, tensors,
-                                             -1, opts.tag, rank(), size()),
-                         nullptr, opts.timeout, 0);
-  if (!s.ok()) return FutureWork::failed(OpType::kRecvAnysource, s);
-  return backend_->recv_anysource(tensors, opts);
+                                                   const SendRecvOptions& opts) {
+  const OpType op = OpType::kRecvAnysource;
+  return dispatch(op, opts,
+                  validate::send_recv(op, tensors, -1, opts.tag, rank(), size()),
+                  nullptr, 0, [&](const SendRecvOptions& o) {
+                    return backend_->recv_anysource(tensors, o);
+                  });
 }
 
 }  // namespace ddpx

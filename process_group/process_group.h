@@ -108,6 +108,13 @@ class ProcessGroup {
                      const CollectiveFingerprint* fingerprint,
                      std::chrono::milliseconds timeout, uint64_t payload_bytes);
 
+  // The shape of every op: resolve the timeout, admit (or fail the Work),
+  // then launch(resolved options) on the backend.
+  template <typename Options, typename Launch>
+  std::shared_ptr<Work> dispatch(OpType op, Options opts, absl::Status valid,
+                                 const CollectiveFingerprint* fingerprint,
+                                 uint64_t payload_bytes, Launch launch);
+
   std::shared_ptr<Backend> backend_;
   std::shared_ptr<Store> store_;
   std::chrono::milliseconds timeout_;

@@ -287,19 +287,50 @@ std::shared_ptr<Future<Tensor>> Reducer::run_hook(GradBucket& bucket) {
   return f;
 }
 
+bool Reducer::serialize_launches() const {
+  return hook_ != nullptr && !options_.overlap_hook_launches;
+}
+
+std::unique_ptr<GradBucket> Reducer::make_grad_bucket(size_t b, const Tensor& buffer) {
+  const FlatBucket& flat = buckets_[b].flat;
+  std::vector<Tensor> params;
+  for (size_t v : flat.members) params.push_back(variable(v).value);
+  return std::make_unique<GradBucket>(b, b + 1 == buckets_.size(), buffer, flat.offsets,
+                                      flat.shapes, std::move(params));
+}
+
+void Reducer::launch_bucket(size_t b) {
+  Bucket& bucket = buckets_[b];
+  bucket.grad_bucket = make_grad_bucket(b, bucket.flat.buffer);
+  bucket.result = run_hook(*bucket.grad_bucket);
+}
+
 void Reducer::launch_ready_buckets() {
   // Strictly in bucket order, so every rank issues the same collectives in
-  // the same order whatever order its gradients arrive in.
+  // the same order whatever order its gradients arrive in. A registered hook
+  // may issue collectives from its futures' callbacks (PowerSGD's Q after
+  // P), on communication threads: launching the next bucket while that can
+  // still happen would let ranks interleave them differently, so the next
+  // hook starts only once the previous bucket's future is complete.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
-    Bucket& b = buckets_[next_to_launch_];
-    std::vector<Tensor> params;
-    for (size_t v : b.flat.members) params.push_back(variable(v).value);
-    b.grad_bucket = std::make_unique<GradBucket>(
-        next_to_launch_, next_to_launch_ + 1 == buckets_.size(), b.flat.buffer,
-        b.flat.offsets, b.flat.shapes, std::move(params));
-    b.result = run_hook(*b.grad_bucket);
-    ++next_to_launch_;
+    if (serialize_launches() && next_to_launch_ > 0 &&
+        !buckets_[next_to_launch_ - 1].result->is_completed()) {
+      return;  // the next mark_ready or finalize_backward launches it
+    }
+    launch_bucket(next_to_launch_++);
   }
+}
+
+absl::Status Reducer::launch_remaining() {
+  // Every gradient is in: launch what is left, each after its predecessor.
+  while (next_to_launch_ < buckets_.size()) {
+    if (serialize_launches() && next_to_launch_ > 0) {
+      absl::Status s = buckets_[next_to_launch_ - 1].result->wait(wait_timeout());
+      if (!s.ok()) return s;  // reported by wait_launched with the bucket
+    }
+    launch_bucket(next_to_launch_++);
+  }
+  return absl::OkStatus();
 }
 
 std::chrono::milliseconds Reducer::wait_timeout() const {
@@ -425,8 +456,11 @@ absl::Status Reducer::finalize_backward() {
     if (absl::Status s = mark_variable_ready(v); !s.ok()) return s;
   }
 
+  auto wait_start = std::chrono::steady_clock::now();
+  launch_remaining().IgnoreError();
   double waited = 0;
   absl::Status status = wait_launched(&waited);
+  waited = seconds_since(wait_start);
   uint64_t sent = pg_->counters().payload_bytes.load() - payload_at_start_;
   if (status.ok()) status = write_back();
   uint64_t grad_bytes = 0;
@@ -459,26 +493,25 @@ absl::Status Reducer::shadow_step() {
   // rank adds nothing to their sums but completes every collective.
   std::vector<std::unique_ptr<GradBucket>> shadows;
   std::vector<std::shared_ptr<Future<Tensor>>> results;
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    const FlatBucket& flat = buckets_[b].flat;
-    absl::StatusOr<Tensor> zeros = Tensor::empty(flat.buffer.shape(), flat.buffer.dtype(),
-                                                 flat.buffer.device());
+  absl::Status first_error;
+  for (size_t b = 0; b < buckets_.size() && first_error.ok(); ++b) {
+    if (serialize_launches() && b > 0) first_error = results[b - 1]->wait(wait_timeout());
+    if (!first_error.ok()) break;
+    const Tensor& buffer = buckets_[b].flat.buffer;
+    absl::StatusOr<Tensor> zeros = Tensor::empty(buffer.shape(), buffer.dtype(), buffer.device());
     if (!zeros.ok()) return zeros.status();
     zeros->zero_();
-    std::vector<Tensor> params;
-    for (size_t v : flat.members) params.push_back(variable(v).value);
-    shadows.push_back(std::make_unique<GradBucket>(b, b + 1 == buckets_.size(), *zeros,
-                                                   flat.offsets, flat.shapes, std::move(params)));
+    shadows.push_back(make_grad_bucket(b, *zeros));
     results.push_back(run_hook(*shadows.back()));
   }
-  absl::Status first_error;
   for (size_t b = 0; b < results.size(); ++b) {
     absl::Status s = results[b]->wait(wait_timeout());
-    if (!s.ok() && first_error.ok()) {
-      first_error = absl::Status(s.code(), absl::StrCat("join: shadowing bucket ", b, ": ", s.message()));
-    }
+    if (!s.ok() && first_error.ok()) first_error = s;
   }
-  if (!first_error.ok()) return first_error;
+  if (!first_error.ok()) {
+    return absl::Status(first_error.code(),
+                        absl::StrCat("join: shadowing a step: ", first_error.message()));
+  }
   if (!rebuilt_) return rebuild_buckets();
   return absl::OkStatus();
 }

@@ -57,6 +57,11 @@ struct ReducerOptions {
   // finalize, and no second copy of the gradients in memory.
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
+  // With a registered hook, bucket k+1's hook starts only after bucket k's
+  // future completed, because hooks may issue collectives from callbacks
+  // (see launch_ready_buckets). Set this when the hook issues every
+  // collective inside run() to let buckets' communication overlap.
+  bool overlap_hook_launches = false;
 };
 
 class Reducer {
@@ -133,7 +138,11 @@ class Reducer {
   absl::StatusOr<size_t> variable_of(size_t param_index, const char* what) const;
   absl::Status start_step();
   absl::Status mark_variable_ready(size_t v);
+  bool serialize_launches() const;
+  std::unique_ptr<GradBucket> make_grad_bucket(size_t b, const Tensor& buffer);
+  void launch_bucket(size_t b);
   void launch_ready_buckets();
+  absl::Status launch_remaining();
   std::shared_ptr<Future<Tensor>> run_hook(GradBucket& bucket);
   // Waits for every launched bucket; returns the first error.
   absl::Status wait_launched(double* waited_seconds);

@@ -41,6 +41,7 @@ ABSL_FLAG(std::string, ops,
 ABSL_FLAG(int64_t, min_bytes, 8, "smallest message");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 3, "timed rounds per point (best is kept)");
+ABSL_FLAG(int, workers, 2, "worker threads (and contexts) of our backend");
 ABSL_FLAG(int64_t, bytes_per_round, 16 << 20,
           "iterations per round ~ this / size (3 to 200)");
 
@@ -131,13 +132,13 @@ void bench_allreduce(Job& job, Results& r) {
   if (job.rank == 0) {
     printf("\n# allreduce: ours (size-based choice) vs every raw Gloo algorithm (us)\n");
     printf("%-10s %-17s %9s", "bytes", "ours:algorithm", "ours");
-    for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) printf(" %16s", allreduce_algorithm_name(a));
+    for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) printf(" %13s", allreduce_algorithm_name(a));
     printf("  vs_same vs_default\n");
   }
   for (int64_t bytes : sizes()) {
     const size_t count = std::max<int64_t>(1, bytes / 4);
     Tensor t = Tensor::zeros({static_cast<int64_t>(count)}, DType::kFloat32);
-    std::vector<float> raw_buf(count, 1.0f);
+    std::vector<float> raw_buf(count, 0.0f);  // like the zeroed tensor: same arithmetic
     std::vector<AllreduceAlgorithm> algorithms;
     std::vector<std::function<void()>> variants = {
         [&] { ok_or_die(job.ours->allreduce({t}, {}), "allreduce"); }};
@@ -160,10 +161,10 @@ void bench_allreduce(Job& job, Results& r) {
       size_t k = 0;
       for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) {
         if (k < algorithms.size() && algorithms[k] == a) {
-          printf(" %16.1f", times[k + 1] * 1e6);
+          printf(" %13.1f", times[k + 1] * 1e6);
           ++k;
         } else {
-          printf(" %16s", "-");
+          printf(" %13s", "-");
         }
       }
       printf("  %7.3f %10.3f   busbw %.3f GB/s\n", same / ours, dflt / ours,
@@ -277,6 +278,7 @@ int run_rank(int rank, int nproc, int port) {
   std::shared_ptr<Store> shared(std::move(*store));
   GlooOptions options;
   options.hostname = "127.0.0.1";
+  options.num_workers = absl::GetFlag(FLAGS_workers);
   auto ours = GlooBackend::create(shared, rank, nproc, std::chrono::seconds(120), options);
   if (!ours.ok()) die(ours.status().ToString());
 

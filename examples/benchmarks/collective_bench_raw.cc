@@ -21,6 +21,8 @@ void RawGloo::allreduce(AllreduceAlgorithm algorithm, float* data, size_t count)
   const int n = static_cast<int>(count);
   switch (algorithm) {
     case AllreduceAlgorithm::kGlooRing:
+    case AllreduceAlgorithm::kGlooRing4M:
+    case AllreduceAlgorithm::kGlooRing16M:
     case AllreduceAlgorithm::kGlooBcube: {
       gloo::AllreduceOptions o(context_);
       o.setOutput(data, count);
@@ -29,6 +31,9 @@ void RawGloo::allreduce(AllreduceAlgorithm algorithm, float* data, size_t count)
       o.setTag(next_tag());
       if (algorithm == AllreduceAlgorithm::kGlooBcube) {
         o.setAlgorithm(gloo::AllreduceOptions::Algorithm::BCUBE);
+      }
+      if (size_t segment = allreduce_segment_bytes(algorithm); segment > 0) {
+        o.setMaxSegmentSize(segment);
       }
       gloo::allreduce(o);
       return;

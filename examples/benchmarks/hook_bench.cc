@@ -10,7 +10,7 @@
 //   fp16/bf16  divide+cast to 16 bits, then widen back into float32
 //   int8       per chunk (2 per bucket): min/max, 8-bit codes, then decode
 // Rates count the float32 gradient bytes (4 per value) per second, best of
-// --reps. The last line is `RESULT key=value ...`.
+// --reps (measured round-robin). The last line is `RESULT key=value ...`.
 #include <cstdio>
 #include <cstring>
 #include <functional>
@@ -27,6 +27,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/time/clock.h"
 #include "examples/benchmarks/hook_bench_shapes.h"
+#include "examples/benchmarks/powersgd_bench_part.h"
 #include "hooks/bytegrad.h"
 #include "hooks/kernels/cpu_kernels.h"
 
@@ -65,15 +66,27 @@ Buffers make_buffers(const std::vector<int64_t>& numels) {
   return b;
 }
 
-double best_rate(const std::function<void()>& work, int64_t bytes, int reps) {
-  work();  // warm caches and page tables
-  double best = 1e30;
-  for (int r = 0; r < reps; ++r) {
-    absl::Time t0 = absl::Now();
-    work();
-    best = std::min(best, absl::ToDoubleSeconds(absl::Now() - t0));
+// Best rate of each named work, measured round-robin (every round runs
+// every work once), so memcpy and the hooks see the same machine load.
+std::map<std::string, double> best_rates(
+    const std::vector<std::pair<std::string, std::function<void()>>>& works,
+    int64_t bytes, int reps) {
+  std::map<std::string, double> best_seconds;
+  for (const auto& [name, work] : works) {
+    work();  // warm caches and page tables
+    best_seconds[name] = 1e30;
   }
-  return bytes / best;
+  for (int r = 0; r < reps; ++r) {
+    for (const auto& [name, work] : works) {
+      absl::Time t0 = absl::Now();
+      work();
+      best_seconds[name] =
+          std::min(best_seconds[name], absl::ToDoubleSeconds(absl::Now() - t0));
+    }
+  }
+  std::map<std::string, double> rates;
+  for (const auto& [name, seconds] : best_seconds) rates[name] = bytes / seconds;
+  return rates;
 }
 
 void cast_round_trip(Buffers& b, bool fp16, k::Isa isa) {
@@ -119,28 +132,34 @@ std::string gbs(double rate) { return absl::StrFormat("%.2f GB/s", rate / 1e9); 
 
 int run() {
   const int reps = absl::GetFlag(FLAGS_reps);
-  std::vector<int64_t> numels = bucket_numels(resnet50_parameter_shapes());
+  std::vector<int64_t> numels = bucket_numels(resnet50_gradient_shapes());
   Buffers b = make_buffers(numels);
   const k::Isa fast = k::best_isa();
   absl::PrintF("hook_bench: %d buckets, %.1fM float32 values (%.1f MB), kernels %s, best of %d\n",
                numels.size(), b.bytes / 4e6, b.bytes / 1e6, k::isa_name(fast), reps);
 
-  const double memcpy_rate = best_rate([&] {
-    for (size_t i = 0; i < b.src.size(); ++i)
-      std::memcpy(b.dst[i].data(), b.src[i].data(), b.src[i].size() * 4);
-  }, b.bytes, reps);
-
-  std::map<std::string, double> ours;
-  ours["allreduce"] = best_rate([&] {
-    for (auto& d : b.dst) k::divide(d.data(), static_cast<int64_t>(d.size()), kWorld, fast);
-  }, b.bytes, reps);
-  ours["fp16"] = best_rate([&] { cast_round_trip(b, true, fast); }, b.bytes, reps);
-  ours["bf16"] = best_rate([&] { cast_round_trip(b, false, fast); }, b.bytes, reps);
-  ours["int8"] = best_rate([&] { quantize_round_trip(b, fast); }, b.bytes, reps);
-  const double fp16_scalar =
-      best_rate([&] { cast_round_trip(b, true, k::Isa::kScalar); }, b.bytes, reps);
-  const double int8_scalar =
-      best_rate([&] { quantize_round_trip(b, k::Isa::kScalar); }, b.bytes, reps);
+  std::map<std::string, double> ours = best_rates(
+      {
+          {"memcpy",
+           [&] {
+             for (size_t i = 0; i < b.src.size(); ++i)
+               std::memcpy(b.dst[i].data(), b.src[i].data(), b.src[i].size() * 4);
+           }},
+          {"allreduce",
+           [&] {
+             for (auto& d : b.dst)
+               k::divide(d.data(), static_cast<int64_t>(d.size()), kWorld, fast);
+           }},
+          {"fp16", [&] { cast_round_trip(b, true, fast); }},
+          {"bf16", [&] { cast_round_trip(b, false, fast); }},
+          {"int8", [&] { quantize_round_trip(b, fast); }},
+          {"fp16_scalar", [&] { cast_round_trip(b, true, k::Isa::kScalar); }},
+          {"int8_scalar", [&] { quantize_round_trip(b, k::Isa::kScalar); }},
+      },
+      b.bytes, reps);
+  const double memcpy_rate = ours["memcpy"];
+  const double fp16_scalar = ours["fp16_scalar"];
+  const double int8_scalar = ours["int8_scalar"];
 
   std::map<std::string, double> torch;
   if (absl::GetFlag(FLAGS_torch)) torch = torch_rates(numels, reps);
@@ -161,18 +180,28 @@ int run() {
   if (torch.empty() && absl::GetFlag(FLAGS_torch)) {
     absl::PrintF("torch: not importable by python3; torch columns skipped\n");
   }
-  // PowerSGD's figures come from the PowerSGD engineer's bench part
-  // (examples/benchmarks/powersgd_bench_part.h) once it exists.
+  // PowerSGD: its own work vs its two GEMMs, and vs torch's hook
+  // (examples/benchmarks/powersgd_bench_part.h).
+  PowerSGDBenchConfig psgd_config;
+  psgd_config.with_torch = absl::GetFlag(FLAGS_torch);
+  absl::StatusOr<PowerSGDBenchResult> psgd = run_powersgd_bench(psgd_config);
+  std::string psgd_fields = "powersgd_vs_gemm=n/a powersgd_vs_torch=n/a";
+  if (psgd.ok()) {
+    absl::PrintF("%s", psgd->report());
+    psgd_fields = psgd->result_fields();
+    if (psgd->torch_ms <= 0) psgd_fields += " powersgd_vs_torch=n/a";
+  } else {
+    absl::PrintF("PowerSGD bench failed: %s\n", psgd.status().ToString());
+  }
   auto ratio = [&](const char* hook) {
     return torch.count(hook) ? absl::StrFormat("%.2f", ours[hook] / torch[hook])
                              : std::string("n/a");
   };
   absl::PrintF(
       "RESULT fp16_vs_memcpy=%.2f bf16_vs_memcpy=%.2f int8_vs_memcpy=%.2f "
-      "fp16_vs_torch=%s bf16_vs_torch=%s int8_vs_torch=%s powersgd_vs_gemm=n/a "
-      "powersgd_vs_torch=n/a\n",
+      "fp16_vs_torch=%s bf16_vs_torch=%s int8_vs_torch=%s %s\n",
       ours["fp16"] / memcpy_rate, ours["bf16"] / memcpy_rate, ours["int8"] / memcpy_rate,
-      ratio("fp16"), ratio("bf16"), ratio("int8"));
+      ratio("fp16"), ratio("bf16"), ratio("int8"), psgd_fields);
   return 0;
 }
 

@@ -1,5 +1,5 @@
-// The gradient shapes hook_bench pushes through each hook's compression
-// work: ResNet-50's parameters (25.6M float32 values), bucketed as DDP does.
+// DDP's bucketing of a gradient shape list, for hook_bench (the shapes come
+// from powersgd_bench_part.h's resnet50_gradient_shapes()).
 #ifndef DDPX_EXAMPLES_BENCHMARKS_HOOK_BENCH_SHAPES_H_
 #define DDPX_EXAMPLES_BENCHMARKS_HOOK_BENCH_SHAPES_H_
 
@@ -8,10 +8,6 @@
 
 namespace ddpx {
 namespace bench {
-
-// ResNet-50's parameter shapes in registration order (conv weights, batch
-// norm scale and shift, the final fully connected layer).
-std::vector<std::vector<int64_t>> resnet50_parameter_shapes();
 
 // Element counts of DDP's buckets over `shapes`: reverse registration order,
 // a first bucket of at most first_cap_bytes, then bucket_cap_bytes.

@@ -36,14 +36,19 @@ def int8(buckets):
             chunk.copy_(q.to(torch.float32).mul_(1.0 / scale).add_(lo))
 
 
-def best_rate(fn, buckets, reps):
+def best_rates(works, buckets, reps):
+    """Best rate of each work, measured round-robin like hook_bench.cc."""
     nbytes = sum(b.numel() * 4 for b in buckets)
-    best = float("inf")
+    best = {}
+    for name, fn in works:
+        fn(buckets)  # warm up
+        best[name] = float("inf")
     for _ in range(reps):
-        t0 = time.perf_counter()
-        fn(buckets)
-        best = min(best, time.perf_counter() - t0)
-    return nbytes / best
+        for name, fn in works:
+            t0 = time.perf_counter()
+            fn(buckets)
+            best[name] = min(best[name], time.perf_counter() - t0)
+    return {name: nbytes / seconds for name, seconds in best.items()}
 
 
 def main():
@@ -51,11 +56,15 @@ def main():
     torch.set_num_threads(threads)
     buckets = [torch.randn(int(n)) for n in sys.argv[3:]]
     dst = [torch.empty_like(b) for b in buckets]
-    print("memcpy", best_rate(lambda bs: [d.copy_(b) for d, b in zip(dst, bs)], buckets, reps))
-    print("allreduce", best_rate(divide, buckets, reps))
-    print("fp16", best_rate(lambda bs: fp_cast(bs, torch.float16), buckets, reps))
-    print("bf16", best_rate(lambda bs: fp_cast(bs, torch.bfloat16), buckets, reps))
-    print("int8", best_rate(int8, buckets, reps))
+    works = [
+        ("memcpy", lambda bs: [d.copy_(b) for d, b in zip(dst, bs)]),
+        ("allreduce", divide),
+        ("fp16", lambda bs: fp_cast(bs, torch.float16)),
+        ("bf16", lambda bs: fp_cast(bs, torch.bfloat16)),
+        ("int8", int8),
+    ]
+    for name, rate in best_rates(works, buckets, reps).items():
+        print(name, rate)
 
 
 if __name__ == "__main__":

@@ -207,6 +207,22 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
           window_steps = 0;
         }
       }
+      if (c.eval_every > 0 && progress.global_step % c.eval_every == 0) {
+        absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+        if (!e.ok()) return e.status();
+        if (lead) {
+          live.finish();
+          printf("step %lld: test loss %.4f | test accuracy %.2f%% | wall %.1f s\n",
+                 (long long)progress.global_step, e->loss, 100 * e->accuracy, wall());
+          metrics.write(JsonLine()
+                            .add("type", std::string("eval"))
+                            .add("epoch", progress.epoch + 1)
+                            .add("step", progress.global_step)
+                            .add("test_loss", e->loss)
+                            .add("test_acc", e->accuracy)
+                            .add("wall_s", wall()));
+        }
+      }
       if (c.checkpoint_every > 0 && progress.global_step % c.checkpoint_every == 0) {
         progress.step_in_epoch += 1;  // the step just taken is part of the checkpoint
         s = checkpoint();

@@ -31,6 +31,7 @@ struct TrainConfig {
   int64_t checkpoint_every = 0;  // also checkpoint every N steps (0: per epoch only)
   std::string metrics_out;       // JSON lines (rank 0)
   int64_t log_every = 10;        // progress line every N steps (rank 0)
+  int64_t eval_every = 0;        // also evaluate every N steps (0: per epoch only)
   int64_t train_limit = -1;      // use only the first N training samples (-1: all)
   std::string hook;              // for the log and metrics
   std::string backend;

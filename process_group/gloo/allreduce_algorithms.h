@@ -32,6 +32,8 @@ namespace ddpx {
 enum class AllreduceAlgorithm : uint8_t {
   kGlooRing,         // gloo::allreduce, default (ring) algorithm: the baseline
   kGlooBcube,        // gloo::allreduce with Algorithm::BCUBE
+  kGlooRing4M,       // gloo::allreduce ring with 4 MiB segments (default 1 MiB)
+  kGlooRing16M,      // gloo::allreduce ring with 16 MiB segments
   kRing,             // gloo::AllreduceRing
   kRingChunked,      // gloo::AllreduceRingChunked
   kHalvingDoubling,  // gloo::AllreduceHalvingDoubling
@@ -39,11 +41,12 @@ enum class AllreduceAlgorithm : uint8_t {
 };
 inline constexpr AllreduceAlgorithm kAllAllreduceAlgorithms[] = {
     AllreduceAlgorithm::kGlooRing,        AllreduceAlgorithm::kGlooBcube,
+    AllreduceAlgorithm::kGlooRing4M,      AllreduceAlgorithm::kGlooRing16M,
     AllreduceAlgorithm::kRing,            AllreduceAlgorithm::kRingChunked,
     AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kBcube,
 };
 
-// "gloo_ring", "gloo_bcube", "ring", "ring_chunked", "halving_doubling",
+// "gloo_ring", "gloo_bcube", "gloo_ring_4m", "gloo_ring_16m", "ring", "ring_chunked", "halving_doubling",
 // "bcube".
 const char* allreduce_algorithm_name(AllreduceAlgorithm algorithm);
 absl::StatusOr<AllreduceAlgorithm> parse_allreduce_algorithm(
@@ -55,6 +58,8 @@ bool allreduce_algorithm_supports(AllreduceAlgorithm algorithm, int world_size,
                                   size_t nbytes);
 // Classic algorithms use the context's timeout and nextSlot().
 bool is_classic_allreduce(AllreduceAlgorithm algorithm);
+// The segment size gloo::allreduce is given (0: Gloo's default, 1 MiB).
+size_t allreduce_segment_bytes(AllreduceAlgorithm algorithm);
 
 // The algorithm the measured table (allreduce_algorithms.cc) picks for a
 // message of `nbytes` on `world_size` ranks; `classic_allowed` false limits

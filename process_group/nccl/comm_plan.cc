@@ -63,15 +63,22 @@ CommPlan p2p_plan(int device, int rank, int peer) {
   CommPlan plan;
   const int low = std::min(rank, peer);
   const int high = std::max(rank, peer);
-  plan.key = absl::StrCat("p2p:", low, ":", high, ":device:", device);
+  plan.pair = absl::StrCat("p2p:", low, ":", high);
+  plan.key = absl::StrCat(plan.pair, ":device:", device);
   plan.nranks = 2;
   plan.nccl_ranks = {rank == low ? 0 : 1};
   plan.creates_unique_id = rank == low;
   return plan;
 }
 
-std::string unique_id_store_key(const std::string& comm_key, int64_t generation) {
-  return absl::StrCat("nccl/", comm_key, "/", generation, "/unique_id");
+std::string unique_id_store_key(const std::string& name, int64_t generation) {
+  return absl::StrCat("nccl/", name, "/", generation, "/unique_id");
+}
+
+std::string rendezvous_store_key(const CommPlan& plan, int64_t collective_index,
+                                 int64_t generation) {
+  if (!plan.pair.empty()) return unique_id_store_key(plan.pair, generation);
+  return unique_id_store_key(absl::StrCat("collective:", collective_index), 0);
 }
 
 absl::Status check_unique_id_bytes(const std::string& store_key, size_t got, size_t expected) {

@@ -5,13 +5,19 @@
 // tensors on devices {0, 1} joins a communicator of size * 2 NCCL ranks, its
 // i-th device being NCCL rank rank * 2 + i. Point-to-point ops use a
 // two-rank communicator per pair of ranks (the other ranks never call them,
-// so they cannot take part in creating one). The lower-numbered member
-// creates the ncclUniqueId and publishes it under
-//   nccl/<communicator key>/<generation>/unique_id
-// where generation counts how often this backend has created that
-// communicator (a new one after an abort needs a new id). A subgroup has its
-// own backend and (through new_group's PrefixStore) its own key space, so
-// its communicators are its own.
+// so they cannot take part in creating one).
+//
+// The communicator's cache key names this process's devices ("devices:0");
+// another rank may use other devices (rank r on cuda:r), so the store key
+// that carries the ncclUniqueId cannot contain them. Like torch, collective
+// communicators are numbered in creation order, which every rank shares
+// because collectives are called in the same order on every rank:
+//   nccl/collective:<n>/0/unique_id
+// and a pair's communicator is named by the pair:
+//   nccl/p2p:<low>:<high>/<generation>/unique_id
+// (generation: how often this backend has created it). Rank 0, or the lower
+// rank of a pair, creates the id. A subgroup has its own backend and, through
+// new_group's PrefixStore, its own key space, so its communicators are its own.
 #ifndef DDPX_PROCESS_GROUP_NCCL_COMM_PLAN_H_
 #define DDPX_PROCESS_GROUP_NCCL_COMM_PLAN_H_
 
@@ -41,7 +47,8 @@ absl::StatusOr<DeviceSet> device_set_of(OpType op, const TensorList& tensors);
 absl::StatusOr<DeviceSet> single_device_of(OpType op, const TensorList& tensors);
 
 struct CommPlan {
-  std::string key;                 // "devices:0,1" or "p2p:0:3:device:1"
+  std::string key;                 // cache key: "devices:0,1" or "p2p:0:3:device:1"
+  std::string pair;                // "p2p:0:3" for a pair; "" for a collective
   int nranks = 0;                  // NCCL ranks in the communicator
   std::vector<int> nccl_ranks;     // this process's NCCL rank per device
   bool creates_unique_id = false;  // whether this process publishes the id
@@ -51,7 +58,11 @@ CommPlan collective_plan(const DeviceSet& devices, int rank, int size);
 // A two-rank communicator between `rank` and `peer` on one device.
 CommPlan p2p_plan(int device, int rank, int peer);
 
-std::string unique_id_store_key(const std::string& comm_key, int64_t generation);
+std::string unique_id_store_key(const std::string& name, int64_t generation);
+// The store key of a plan's unique id: collectives by their creation index
+// (collective_index), pairs by the pair and generation.
+std::string rendezvous_store_key(const CommPlan& plan, int64_t collective_index,
+                                 int64_t generation);
 // A value read from the store must be exactly one ncclUniqueId.
 absl::Status check_unique_id_bytes(const std::string& store_key, size_t got, size_t expected);
 

@@ -67,9 +67,11 @@ absl::StatusOr<std::shared_ptr<NcclComm>> NcclBackend::communicator(const CommPl
   std::lock_guard<std::mutex> lock(mu_);
   auto it = comms_.find(plan.key);
   if (it != comms_.end() && !it->second->is_aborted()) return it->second;
-  const int64_t generation = generations_[plan.key]++;
+  const int64_t generation = plan.pair.empty() ? 0 : generations_[plan.pair]++;
+  const int64_t collective_index = plan.pair.empty() ? collectives_created_++ : -1;
+  const std::string store_key = rendezvous_store_key(plan, collective_index, generation);
   absl::StatusOr<std::shared_ptr<NcclComm>> comm = NcclComm::create(
-      *store_, plan, devices.devices, generation, options_.high_priority_stream);
+      *store_, plan, store_key, devices.devices, options_.high_priority_stream);
   if (!comm.ok()) {
     return absl::Status(comm.status().code(),
                         absl::StrCat("nccl: creating communicator ", plan.key, " on rank ",

@@ -103,7 +103,8 @@ class NcclBackend : public Backend {
   const NcclOptions options_;
   mutable std::mutex mu_;
   std::map<std::string, std::shared_ptr<NcclComm>> comms_;
-  std::map<std::string, int64_t> generations_;
+  std::map<std::string, int64_t> generations_;  // per point-to-point pair
+  int64_t collectives_created_ = 0;             // names collective rendezvous
   int last_device_ = -1;  // for barrier
   std::unique_ptr<Watchdog> watchdog_;
 };

@@ -41,6 +41,10 @@ std::shared_ptr<Work> NcclBackend::allreduce(const TensorList& tensors,
 std::shared_ptr<Work> NcclBackend::allreduce_coalesced(const TensorList& tensors,
                                                        const AllreduceOptions& opts) {
   // All on one device; one NCCL group makes them one launch.
+  if (tensors.empty()) {
+    return FutureWork::failed(OpType::kAllreduceCoalesced,
+                              absl::InvalidArgumentError("allreduce_coalesced: no tensors"));
+  }
   absl::StatusOr<DeviceSet> devices = single_device_of(OpType::kAllreduceCoalesced, {tensors[0]});
   if (!devices.ok()) return FutureWork::failed(OpType::kAllreduceCoalesced, devices.status());
   for (size_t i = 1; i < tensors.size(); ++i) {

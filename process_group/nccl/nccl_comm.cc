@@ -31,8 +31,7 @@ static_assert(ncclSum == static_cast<int>(RedOp::kSum) &&
 namespace {
 
 absl::StatusOr<ncclUniqueId> exchange_unique_id(Store& store, const CommPlan& plan,
-                                                int64_t generation) {
-  const std::string key = unique_id_store_key(plan.key, generation);
+                                                const std::string& key) {
   ncclUniqueId id;
   if (plan.creates_unique_id) {
     DDPX_NCCL_RETURN_IF_ERROR(ncclGetUniqueId(&id));
@@ -45,7 +44,7 @@ absl::StatusOr<ncclUniqueId> exchange_unique_id(Store& store, const CommPlan& pl
   if (!bytes.ok()) {
     return absl::Status(bytes.status().code(),
                         absl::StrCat("nccl: waiting for communicator ", plan.key,
-                                     "'s unique id: ", bytes.status().message()));
+                                     "'s unique id under ", key, ": ", bytes.status().message()));
   }
   if (absl::Status s = check_unique_id_bytes(key, bytes->size(), sizeof(id)); !s.ok()) return s;
   memcpy(&id, bytes->data(), sizeof(id));
@@ -55,10 +54,10 @@ absl::StatusOr<ncclUniqueId> exchange_unique_id(Store& store, const CommPlan& pl
 }  // namespace
 
 absl::StatusOr<std::shared_ptr<NcclComm>> NcclComm::create(Store& store, const CommPlan& plan,
+                                                           const std::string& store_key,
                                                            const std::vector<int>& devices,
-                                                           int64_t generation,
                                                            bool high_priority_stream) {
-  absl::StatusOr<ncclUniqueId> id = exchange_unique_id(store, plan, generation);
+  absl::StatusOr<ncclUniqueId> id = exchange_unique_id(store, plan, store_key);
   if (!id.ok()) return id.status();
   std::shared_ptr<NcclComm> c(new NcclComm());
   c->key_ = plan.key;

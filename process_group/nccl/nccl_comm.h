@@ -26,9 +26,10 @@ class NcclComm {
  public:
   // Blocks until the unique id is in the store (the store's timeout) and
   // every member has joined.
+  // `store_key`: where the unique id is published (rendezvous_store_key).
   static absl::StatusOr<std::shared_ptr<NcclComm>> create(Store& store, const CommPlan& plan,
+                                                          const std::string& store_key,
                                                           const std::vector<int>& devices,
-                                                          int64_t generation,
                                                           bool high_priority_stream);
   ~NcclComm();
   NcclComm(const NcclComm&) = delete;

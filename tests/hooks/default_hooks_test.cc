@@ -14,6 +14,7 @@ namespace ddpx {
 namespace {
 
 using testing::bucket_of;
+using testing::expect_identical_across_ranks;
 using testing::run_group_ranks;
 using testing::values_of;
 
@@ -39,16 +40,6 @@ std::vector<double> exact_average(int world, int64_t n = kNumel) {
   }
   for (double& v : avg) v /= world;
   return avg;
-}
-
-// Ranks' results must agree bit for bit.
-void expect_identical_across_ranks(const std::vector<std::vector<float>>& results) {
-  for (size_t r = 1; r < results.size(); ++r) {
-    ASSERT_EQ(results[r].size(), results[0].size());
-    EXPECT_EQ(0, memcmp(results[r].data(), results[0].data(),
-                        results[0].size() * sizeof(float)))
-        << "rank " << r << " differs from rank 0";
-  }
 }
 
 class DefaultHooks : public ::testing::TestWithParam<int> {};

@@ -5,6 +5,7 @@
 #define DDPX_TESTS_HOOKS_HOOK_TEST_UTIL_H_
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -27,9 +28,15 @@ inline void run_group_ranks(
     int size, const std::function<void(std::shared_ptr<ProcessGroup>)>& body) {
   auto store = std::make_shared<HashStore>(kHookTestTimeout);
   std::vector<std::thread> threads;
+  threads.reserve(size);
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
-      auto group_store = std::make_shared<PrefixStore>("world", store);
+      // Each rank its own client of the shared map, as separate processes
+      // would have (a Store object's timeout is per client, not shared).
+      auto client = store->clone();
+      ASSERT_TRUE(client.ok()) << client.status();
+      auto group_store = std::make_shared<PrefixStore>(
+          "world", std::shared_ptr<Store>(std::move(*client)));
       auto backend = create_gloo_backend(group_store, r, size, kHookTestTimeout);
       ASSERT_TRUE(backend.ok()) << backend.status();
       body(std::make_shared<ProcessGroup>(*backend, group_store, kHookTestTimeout));
@@ -51,6 +58,16 @@ inline std::vector<float> values_of(const std::shared_ptr<Future<Tensor>>& f) {
   EXPECT_TRUE(s.ok()) << s;
   if (!s.ok()) return {};
   return f->value().to_float_vector();
+}
+
+// Every rank's result must be the same, bit for bit.
+inline void expect_identical_across_ranks(const std::vector<std::vector<float>>& results) {
+  for (size_t r = 1; r < results.size(); ++r) {
+    ASSERT_EQ(results[r].size(), results[0].size());
+    EXPECT_EQ(0, memcmp(results[r].data(), results[0].data(),
+                        results[0].size() * sizeof(float)))
+        << "rank " << r << " differs from rank 0";
+  }
 }
 
 }  // namespace testing

@@ -18,6 +18,7 @@ namespace ddpx {
 namespace {
 
 using testing::bucket_of;
+using testing::expect_identical_across_ranks;
 using testing::run_group_ranks;
 using testing::values_of;
 
@@ -83,14 +84,6 @@ void expect_within_quantization_bound(const std::vector<float>& result,
   }
 }
 
-void expect_identical(const std::vector<std::vector<float>>& results) {
-  for (size_t r = 1; r < results.size(); ++r) {
-    ASSERT_EQ(results[r].size(), results[0].size());
-    EXPECT_EQ(0, memcmp(results[r].data(), results[0].data(), results[0].size() * 4))
-        << "rank " << r << " differs from rank 0";
-  }
-}
-
 // Runs an int8 hook with `options` on `world` ranks and returns each rank's
 // result.
 std::vector<std::vector<float>> run_int8(int world, int64_t n, Int8HookOptions options,
@@ -115,7 +108,7 @@ TEST_P(Int8Flat, AllRanksIdenticalWithinBoundAndEqualToSimulation) {
   const int world = GetParam();
   for (int64_t n : {int64_t{10007}, int64_t{3}, int64_t{64}}) {
     auto results = run_int8(world, n, {});
-    expect_identical(results);
+    expect_identical_across_ranks(results);
     std::vector<std::vector<float>> inputs;
     for (int r = 0; r < world; ++r) inputs.push_back(gradient_of(r, n));
     expect_within_quantization_bound(results[0], inputs);
@@ -129,7 +122,7 @@ TEST_P(Int8Flat, HierarchicalWithOneRankPerNodeEqualsFlat) {
   auto flat = run_int8(world, 5003, {});
   auto hier = run_int8(world, 5003, {/*hierarchical=*/true, /*local_size=*/1});
   ASSERT_EQ(0, memcmp(flat[0].data(), hier[0].data(), 5003 * 4));
-  expect_identical(hier);
+  expect_identical_across_ranks(hier);
 }
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Int8Flat, ::testing::Values(1, 2, 3, 4));
@@ -149,7 +142,7 @@ TEST(Int8Stats, WireBytesAreAboutAQuarterOfAllreduce) {
 TEST(Int8Hierarchical, TwoNodesOfTwoRanksAgreeAndStayWithinTheLeaderBound) {
   const int64_t n = 4099;
   auto results = run_int8(4, n, {/*hierarchical=*/true, /*local_size=*/2});
-  expect_identical(results);
+  expect_identical_across_ranks(results);
   // Only the leaders' exchange is quantized: its inputs are the node
   // averages (computed here in float32 as the leaders do).
   std::vector<std::vector<float>> node_avg(2, std::vector<float>(n));
@@ -166,7 +159,7 @@ TEST(Int8Hierarchical, LocalSizeComesFromTheEnvironment) {
   setenv("LOCAL_WORLD_SIZE", "2", 1);
   auto from_env = run_int8(2, 999, {/*hierarchical=*/true, /*local_size=*/0});
   unsetenv("LOCAL_WORLD_SIZE");
-  expect_identical(from_env);
+  expect_identical_across_ranks(from_env);
   std::vector<std::vector<float>> one_node = {
       [] {
         auto a = gradient_of(0, 999), b = gradient_of(1, 999);

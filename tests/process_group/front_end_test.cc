@@ -210,6 +210,22 @@ TEST_F(FrontEndTest, PointToPointPeersAndTags) {
             "recv_anysource: expected at least one tensor, got none");
 }
 
+// Valid point-to-point calls and monitored_barrier reach the backend.
+TEST_F(FrontEndTest, ValidPointToPointAndMonitoredBarrierRun) {
+  Tensor sent = Tensor::from_vector<double>({1.5, -2});
+  Tensor got = Tensor::zeros({2}, DType::kFloat64);
+  on_every_rank(2, [&](int r) {
+    SendRecvOptions tag;
+    tag.tag = 7;
+    std::shared_ptr<Work> w =
+        r == 0 ? groups_[0]->send({sent}, 1, tag) : groups_[1]->recv({got}, 0, tag);
+    EXPECT_TRUE(w->wait().ok()) << w->exception();
+    EXPECT_TRUE(groups_[r]->monitored_barrier()->wait().ok());
+  });
+  EXPECT_EQ(got.item(0), 1.5);
+  EXPECT_EQ(got.item(1), -2);
+}
+
 TEST_F(FrontEndTest, CountsPayloadOfAdmittedCallsOnly) {
   uint64_t ops = pg0().counters().ops.load();
   uint64_t bytes = pg0().counters().payload_bytes.load();

@@ -3,6 +3,7 @@
 // rank dying mid-job; and init's errors, in process.
 #include "process_group/init.h"
 
+#include <iostream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -107,6 +108,7 @@ TEST(InitProcesses, DeadRankFailsOthersWithinTimeoutNamingTheOp) {
   for (size_t r = 0; r + 1 < runs.size(); ++r) {
     EXPECT_THAT(runs[r].output, HasSubstr("allreduce failed after")) << runs[r].output;
   }
+  std::cout << "rank 0 saw:\n" << runs[0].output;
 }
 
 // ---- errors, in process ----

@@ -117,8 +117,7 @@ void run_case(const GoldenCase& c) {
     auto hook = make_powersgd_hook(pg, options, batched);
     ASSERT_TRUE(hook.ok()) << hook.status();
     hooks.push_back(*std::move(hook));
-    PowerSGDState& s = batched ? dynamic_cast<BatchedPowerSGDHook&>(*hooks.back()).state()
-                               : dynamic_cast<PowerSGDHook&>(*hooks.back()).state();
+    PowerSGDState& s = dynamic_cast<PowerSGDHookBase&>(*hooks.back()).state();
     s.set_log_sink([](const std::string&) {});
     states.push_back(&s);
   }

@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 #include "hooks/batched_powersgd_hook.h"
+#include "hooks/hook_stats.h"
 #include "hooks/powersgd_hook.h"
 #include "tests/hooks/powersgd/powersgd_test_util.h"
 
@@ -36,8 +37,7 @@ std::vector<std::unique_ptr<CommHook>> make_hooks(
 }
 
 PowerSGDState& state_of(CommHook& hook) {
-  if (auto* h = dynamic_cast<PowerSGDHook*>(&hook)) return h->state();
-  return dynamic_cast<BatchedPowerSGDHook&>(hook).state();
+  return dynamic_cast<PowerSGDHookBase&>(hook).state();
 }
 
 void silence(std::vector<std::unique_ptr<CommHook>>& hooks) {
@@ -177,6 +177,13 @@ TEST(PowerSGDHook, CompressOrNotDecisions) {
   CompressionStats s = state_of(*hooks[0]).compression_stats();
   EXPECT_EQ(s.numel_before, n);
   EXPECT_EQ(s.numel_after, 36 + 6 + 16 + 4);
+  // Traffic: two plain allreduces of the bucket, then the uncompressed
+  // tensors, P (20 x 1) and Q (16 x 1) as three allreduces.
+  HookStats traffic = comm_hook_stats(*hooks[0]);
+  EXPECT_EQ(traffic.calls, 3u);
+  EXPECT_EQ(traffic.input_bytes, 3u * n * 4);
+  EXPECT_EQ(traffic.payload_bytes, (2u * n + 6 + 16 + 4 + 20 + 16) * 4);
+  EXPECT_GT(traffic.compression_ratio(), 1.0);
 }
 
 TEST(PowerSGDHook, ErrorFeedbackCarriesWhatCompressionDropped) {

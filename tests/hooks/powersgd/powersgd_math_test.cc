@@ -214,6 +214,28 @@ TEST(Kernels, ProductsMatchNaiveLoops) {
   }
 }
 
+TEST(Kernels, DecompressIsPQtransposedAndUpdatesTheError) {
+  for (int64_t rank : {1, 3}) {
+    const int64_t rows = 9, cols = 37;
+    std::vector<float> p(rows * rank), q(cols * rank), e(rows * cols);
+    fill_standard_normal(p.data(), p.size(), 3);
+    fill_standard_normal(q.data(), q.size(), 4);
+    fill_standard_normal(e.data(), e.size(), 5);
+    std::vector<float> want(rows * cols), e_want = e;
+    matmul_p_qt(p.data(), q.data(), rows, cols, rank, want.data());
+    subtract_inplace(e_want.data(), want.data(), e_want.size());
+    std::vector<float> out(rows * cols), e_got = e;
+    decompress_p_qt(p.data(), q.data(), rows, cols, rank, out.data(), e_got.data());
+    for (size_t i = 0; i < out.size(); ++i) {
+      ASSERT_NEAR(out[i], want[i], 1e-5) << i;
+      ASSERT_NEAR(e_got[i], e_want[i], 1e-5) << i;
+    }
+    std::vector<float> out2(rows * cols);
+    decompress_p_qt(p.data(), q.data(), rows, cols, rank, out2.data(), nullptr);
+    EXPECT_EQ(out2, out);
+  }
+}
+
 TEST(Options, DefaultsAreTorchs) {
   PowerSGDOptions o;
   EXPECT_EQ(o.matrix_approximation_rank, 1);

@@ -88,6 +88,7 @@ TEST(CommPlans, PointToPointPairsAgreeOnOneKeyAndOneCreator) {
   CommPlan b = p2p_plan(0, 1, 3);
   EXPECT_EQ(a.key, b.key);
   EXPECT_EQ(a.key, "p2p:1:3:device:0");
+  EXPECT_EQ(a.pair, "p2p:1:3");
   EXPECT_EQ(a.nranks, 2);
   EXPECT_EQ(a.nccl_ranks, (std::vector<int>{1}));
   EXPECT_EQ(b.nccl_ranks, (std::vector<int>{0}));
@@ -96,10 +97,26 @@ TEST(CommPlans, PointToPointPairsAgreeOnOneKeyAndOneCreator) {
   EXPECT_NE(p2p_plan(1, 1, 3).key, a.key) << "another device is another communicator";
 }
 
+TEST(CommPlans, RanksOnDifferentDevicesMeetUnderOneStoreKey) {
+  // Rank 0 on cuda:0 and rank 1 on cuda:1 (the usual one GPU per process):
+  // different cache keys, one rendezvous key.
+  CommPlan r0 = collective_plan(DeviceSet{{0}}, 0, 2);
+  CommPlan r1 = collective_plan(DeviceSet{{1}}, 1, 2);
+  EXPECT_NE(r0.key, r1.key);
+  EXPECT_EQ(rendezvous_store_key(r0, 0, 0), rendezvous_store_key(r1, 0, 0));
+  EXPECT_EQ(rendezvous_store_key(r0, 0, 0), "nccl/collective:0/0/unique_id");
+  EXPECT_EQ(rendezvous_store_key(r0, 1, 0), "nccl/collective:1/0/unique_id");
+  CommPlan s = p2p_plan(/*device=*/0, /*rank=*/0, /*peer=*/1);
+  CommPlan r = p2p_plan(/*device=*/1, /*rank=*/1, /*peer=*/0);
+  EXPECT_NE(s.key, r.key);
+  EXPECT_EQ(rendezvous_store_key(s, -1, 0), rendezvous_store_key(r, -1, 0));
+  EXPECT_EQ(rendezvous_store_key(s, -1, 2), "nccl/p2p:0:1/2/unique_id");
+}
+
 TEST(CommPlans, StoreKeysSeparateCommunicatorsAndGenerations) {
-  EXPECT_EQ(unique_id_store_key("devices:0", 0), "nccl/devices:0/0/unique_id");
-  EXPECT_NE(unique_id_store_key("devices:0", 1), unique_id_store_key("devices:0", 0));
-  EXPECT_NE(unique_id_store_key("devices:0,1", 0), unique_id_store_key("devices:0", 0));
+  EXPECT_EQ(unique_id_store_key("p2p:0:1", 0), "nccl/p2p:0:1/0/unique_id");
+  EXPECT_NE(unique_id_store_key("p2p:0:1", 1), unique_id_store_key("p2p:0:1", 0));
+  EXPECT_NE(unique_id_store_key("p2p:0:2", 0), unique_id_store_key("p2p:0:1", 0));
   EXPECT_TRUE(check_unique_id_bytes("k", 128, 128).ok());
   absl::Status bad = check_unique_id_bytes("nccl/x/0/unique_id", 5, 128);
   EXPECT_TRUE(absl::IsDataLoss(bad));

@@ -1,0 +1,52 @@
+// What powerSGD_hook and batched_powerSGD_hook share: the state, the process
+// group, traffic counting, the plain allreduce before start_powerSGD_iter,
+// and checkpointing. Subclasses say how a compressed step is laid out.
+#ifndef DDPX_HOOKS_POWERSGD_HOOK_BASE_H_
+#define DDPX_HOOKS_POWERSGD_HOOK_BASE_H_
+
+#include <functional>
+#include <iosfwd>
+#include <memory>
+
+#include "hooks/comm_hook.h"
+#include "hooks/hook_stats.h"
+#include "hooks/powersgd_plan.h"
+#include "hooks/powersgd_state.h"
+#include "process_group/process_group.h"
+
+namespace ddpx {
+
+class PowerSGDHookBase : public CountingHook {
+ public:
+  // A null `pg` is a group of one that never communicates (PowerSGD's own
+  // work alone, for benchmarks); the hook factory never makes one.
+  PowerSGDHookBase(std::shared_ptr<ProcessGroup> pg,
+                   std::shared_ptr<PowerSGDState> state);
+
+  // Before start_powerSGD_iter: torch's _allreduce_fut, the allreduce hook
+  // exactly. From then on: run_compressed().
+  std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) final;
+  absl::Status save_state(std::ostream& out) const override;
+  absl::Status load_state(std::istream& in) override;
+  HookStats stats() const override { return counter_->snapshot(); }
+
+  PowerSGDState& state() { return *state_; }
+  const std::shared_ptr<PowerSGDState>& shared_state() const { return state_; }
+
+ protected:
+  virtual std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) = 0;
+  // Runs one compressed step of `bucket` over `work` laid out by `plan`;
+  // `finish` produces the future's value once `work` holds the result.
+  std::shared_ptr<Future<Tensor>> start_step(
+      const GradBucket& bucket, Tensor work, CompressionPlan plan,
+      std::function<absl::StatusOr<Tensor>()> finish);
+
+ private:
+  std::shared_ptr<ProcessGroup> pg_;
+  std::shared_ptr<PowerSGDState> state_;
+  std::shared_ptr<HookStatsCounter> counter_ = std::make_shared<HookStatsCounter>();
+};
+
+}  // namespace ddpx
+
+#endif  // DDPX_HOOKS_POWERSGD_HOOK_BASE_H_
