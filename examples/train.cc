@@ -47,6 +47,8 @@ ABSL_FLAG(double, momentum, 0.9, "SGD momentum.");
 ABSL_FLAG(double, weight_decay, 0.0, "SGD weight decay (L2).");
 ABSL_FLAG(std::string, hidden, "2048,2048", "Hidden layer widths, comma separated.");
 ABSL_FLAG(double, bucket_cap_mb, 25.0, "DDP bucket size cap in MiB.");
+ABSL_FLAG(double, first_bucket_cap_mb, 1.0,
+          "Cap of DDP's first bucket in MiB (small so communication starts early).");
 ABSL_FLAG(uint64_t, seed, 0, "Seed for initialization and data order.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Save model, optimizer and hook state here each epoch and at the end; "
@@ -114,7 +116,7 @@ absl::Status use_torchrun_agent_store(ddpx::InitOptions& init) {
 }
 
 ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::string& hook_spec,
-                                        double bucket_cap_mb) {
+                                        double bucket_cap_mb, double first_bucket_cap_mb) {
   return [=](ddpx::nn::Mlp& model, std::shared_ptr<ddpx::ProcessGroup> pg)
              -> absl::StatusOr<std::unique_ptr<ddpx::trainer::GradientSync>> {
     if (kind == "per_param") {
@@ -127,6 +129,7 @@ ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::stri
     if (!hook.ok()) return hook.status();
     ddpx::DDPOptions options;
     options.bucket_cap_mb = bucket_cap_mb;
+    options.first_bucket_cap_mb = first_bucket_cap_mb;
     return ddpx::trainer::make_ddp_sync(model.parameters(), std::move(pg), options,
                                         std::move(*hook));
   };
@@ -192,7 +195,8 @@ int main(int argc, char** argv) {
   absl::StatusOr<ddpx::trainer::TrainSummary> summary =
       ddpx::trainer::train(config, *pg,
                            sync_factory(absl::GetFlag(FLAGS_sync), config.hook,
-                                        absl::GetFlag(FLAGS_bucket_cap_mb)));
+                                        absl::GetFlag(FLAGS_bucket_cap_mb),
+                                        absl::GetFlag(FLAGS_first_bucket_cap_mb)));
   if (!summary.ok()) {
     fprintf(stderr, "train: rank %d: %s\n", (*pg)->rank(), summary.status().ToString().c_str());
     return 1;

@@ -136,7 +136,8 @@ void StoreState::key_created(const std::string& key, std::vector<ClientId>* woke
     auto w = waits_.find(c);
     if (w == waits_.end()) continue;
     auto& keys = w->second.keys;
-    keys.erase(std::find(keys.begin(), keys.end(), key));
+    auto pos = std::find(keys.begin(), keys.end(), key);
+    if (pos != keys.end()) keys.erase(pos);
     if (--w->second.missing == 0) {
       waits_.erase(w);
       woken->push_back(c);

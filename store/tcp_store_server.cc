@@ -130,7 +130,7 @@ class TCPStoreServer::Loop {
   // the bytes consumed, or -1 if the connection was dropped.
   long process(Connection* c, const uint8_t* data, size_t size);
   void flush(Connection* c);
-  void wake(const std::vector<ClientId>& woken);
+  void wake(const std::vector<ClientId>& woken, ClientId current);
   Connection* find(ClientId id);
   void drop(Connection* c, const std::string& reason);
   void close_connection(Connection* c);
@@ -293,13 +293,18 @@ long TCPStoreServer::Loop::process(Connection* c, const uint8_t* data, size_t si
       return -1;
     }
     if (request_.type == QueryType::kValidate) c->validated = true;
+    if (!woken_.empty()) {
+      // Right away, so a client that wakes itself gets STOP_WAITING before
+      // the replies to its later requests.
+      wake(woken_, c->id);
+      woken_.clear();
+    }
     if (c->out.size() - c->out_sent > options_.max_pending_output) {
       drop(c, absl::StrCat("not reading its responses (", c->out.size(),
                            " bytes pending)"));
       return -1;
     }
   }
-  if (!woken_.empty()) wake(woken_);
   return static_cast<long>(pos);
 }
 
@@ -310,13 +315,16 @@ Connection* TCPStoreServer::Loop::find(ClientId id) {
   return c->id == id ? c : nullptr;
 }
 
-void TCPStoreServer::Loop::wake(const std::vector<ClientId>& woken) {
+void TCPStoreServer::Loop::wake(const std::vector<ClientId>& woken, ClientId current) {
   const char stop = static_cast<char>(protocol::WaitResponse::kStopWaiting);
   for (ClientId id : woken) {
     Connection* w = find(id);
     if (w == nullptr) continue;
     w->out.push_back(stop);
-    flush(w);
+    // The client whose request is being processed (it may wake itself by
+    // pipelining WAIT then SET) is flushed by on_readable once its batch is
+    // done; flushing it here could drop it under the caller's feet.
+    if (id != current) flush(w);
   }
 }
 

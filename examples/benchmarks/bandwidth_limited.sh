@@ -14,7 +14,9 @@
 # line: RESULT key=value ... The namespace is removed on exit, also on
 # failure or Ctrl-C. Environment: RATE (1gbit), NPROC (4), STEPS (100),
 # EPOCHS (1; with STEPS=-1 trains full epochs), HIDDEN (2048,2048),
-# BATCH (64 per rank), HOOKS, TRAIN (the trainer binary), OUT (metrics dir).
+# BATCH (64 per rank), HOOKS, TRAIN (the trainer binary), OUT (metrics dir),
+# REUSE=1 (keep the runs whose metrics already exist in OUT), EXTRA (more
+# trainer flags, e.g. "--bucket_cap_mb=100 --first_bucket_cap_mb=100").
 set -euo pipefail
 
 RATE=${RATE:-1gbit}
@@ -74,13 +76,17 @@ for hook in $HOOKS; do
   name=${hook%%:*}
   [[ $hook == powersgd:rank=* ]] && name=powersgd${hook#powersgd:rank=} && name=${name%%,*}
   metrics="$OUT/$name.jsonl"
-  rm -f "$metrics"
   echo "== $hook"
-  if ! ip netns exec "$NS" "$TRAIN" --nproc="$NPROC" --hook="$hook" --hidden="$HIDDEN" \
-      --batch_size="$BATCH" --epochs="$EPOCHS" --max_steps="$STEPS" --log_every=20 \
-      --metrics_out="$metrics" --timeout_s=600 >"$OUT/$name.log" 2>&1; then
-    tail -20 "$OUT/$name.log"
-    die "the run with --hook=$hook failed (log: $OUT/$name.log)"
+  if [ "${REUSE:-0}" = 1 ] && [ -s "$metrics" ]; then
+    echo "(reusing $metrics)"
+  else
+    rm -f "$metrics"
+    if ! ip netns exec "$NS" "$TRAIN" --nproc="$NPROC" --hook="$hook" --hidden="$HIDDEN" \
+        --batch_size="$BATCH" --epochs="$EPOCHS" --max_steps="$STEPS" --log_every=20 \
+        --metrics_out="$metrics" --timeout_s=600 ${EXTRA:-} >"$OUT/$name.log" 2>&1; then
+      tail -20 "$OUT/$name.log"
+      die "the run with --hook=$hook failed (log: $OUT/$name.log)"
+    fi
   fi
   grep -E "^(epoch [0-9]+[ :(]|done)" "$OUT/$name.log" | tail -2
   read -r step_time[$name] wait[$name] bytes[$name] ratio[$name] acc[$name] < <(summarize "$metrics")
@@ -109,4 +115,4 @@ for hook in $HOOKS; do
   fi
 done
 echo
-echo "$result rate=$RATE nproc=$NPROC steps=$STEPS"
+echo "$result rate=$RATE nproc=$NPROC steps=$STEPS${EXTRA:+ extra='$EXTRA'}"

@@ -197,7 +197,7 @@ void bench_other(Job& job, const std::string& op, Results& r) {
     std::vector<float> raw_big(count, 1.0f), raw_small(chunk, 1.0f), scratch(count);
     std::vector<float*> raw_parts;
     TensorList parts;
-    for (int p = 0; p < n; ++p) {
+    for (int p = 0; split && p < n; ++p) {
       raw_parts.push_back(raw_big.data() + p * chunk);
       parts.push_back(big.view(p * chunk, {static_cast<int64_t>(chunk)}));
     }

@@ -9,6 +9,7 @@
 // clients (connect, validate, ADD a counter, WAIT on a barrier), closed-loop
 // set/get/add throughput and latency with 1/16/256 clients, and server RSS
 // per idle connection. Last line: RESULT key=value ...
+#include <dirent.h>
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -95,6 +96,24 @@ double rss_kib(pid_t pid) {
     }
   }
   return NAN;
+}
+
+// CPU time the process's threads have run, in ns (sum of every
+// /proc/PID/task/TID/schedstat). Unlike wall-clock throughput it barely
+// depends on what else the machine is doing.
+double cpu_ns(pid_t pid) {
+  double total = 0;
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return NAN;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(absl::StrCat(dir, "/", e->d_name, "/schedstat"));
+    double ns = 0;
+    if (f >> ns) total += ns;
+  }
+  closedir(d);
+  return total;
 }
 
 void raise_fd_limit() {
@@ -245,14 +264,18 @@ int main(int argc, char** argv) {
 
   std::printf("\n== closed-loop ops (64-byte values; set = SET+PING) ==\n");
   double ours_ops_16 = NAN, torch_ops_16 = NAN;
+  double ours_cpu_us_16 = NAN, torch_cpu_us_16 = NAN;
   for (int clients : parse_ints(absl::GetFlag(FLAGS_clients))) {
     uint64_t total_ops[2] = {0, 0};
     double total_s[2] = {0, 0};
+    double total_cpu_ns[2] = {0, 0};
     for (Op op : {Op::kSet, Op::kGet, Op::kAdd}) {
       OpStats st[2];
       for (size_t s = 0; s < servers.size(); ++s) {
         Swarm swarm("127.0.0.1", servers[s].port);
+        const double cpu_before = cpu_ns(servers[s].process->pid());
         auto r = swarm.closed_loop(clients, op, absl::GetFlag(FLAGS_op_seconds));
+        total_cpu_ns[s] += cpu_ns(servers[s].process->pid()) - cpu_before;
         if (!r.ok()) {
           std::printf("  %s %s x%d: %s\n", servers[s].name.c_str(), bench::op_name(op),
                       clients, r.status().ToString().c_str());
@@ -271,9 +294,21 @@ int main(int argc, char** argv) {
       }
       std::printf("\n");
     }
+    // Includes connecting and preloading, the same for both servers.
+    std::printf("  server CPU per op, clients=%d: ddpx %.2f us", clients,
+                total_cpu_ns[0] / 1e3 / total_ops[0]);
+    if (have_torch) {
+      std::printf(", torch %.2f us (torch/ddpx %.2fx)", total_cpu_ns[1] / 1e3 / total_ops[1],
+                  (total_cpu_ns[1] / total_ops[1]) / (total_cpu_ns[0] / total_ops[0]));
+    }
+    std::printf("\n");
     if (clients == 16) {
       ours_ops_16 = total_ops[0] / total_s[0];
-      if (have_torch) torch_ops_16 = total_ops[1] / total_s[1];
+      ours_cpu_us_16 = total_cpu_ns[0] / 1e3 / total_ops[0];
+      if (have_torch) {
+        torch_ops_16 = total_ops[1] / total_s[1];
+        torch_cpu_us_16 = total_cpu_ns[1] / 1e3 / total_ops[1];
+      }
     }
   }
 
@@ -281,8 +316,10 @@ int main(int argc, char** argv) {
       "RESULT rendezvous_16384_s=%.4f ops_per_s_16=%.0f vs_torch_rendezvous=%.1f "
       "vs_torch_rendezvous_n=%d vs_torch_ops=%.2f kib_per_idle_conn=%.3f "
       "torch_rendezvous_16384_s=%.4f torch_ops_per_s_16=%.0f "
-      "torch_kib_per_idle_conn=%.3f\n",
+      "torch_kib_per_idle_conn=%.3f server_cpu_us_per_op_16=%.2f "
+      "torch_server_cpu_us_per_op_16=%.2f vs_torch_cpu_per_op=%.2f\n",
       ours_16k, ours_ops_16, vs_torch_rendezvous, vs_torch_rendezvous_n,
-      ratio(ours_ops_16, torch_ops_16), ours_kib, torch_16k, torch_ops_16, torch_kib);
+      ratio(ours_ops_16, torch_ops_16), ours_kib, torch_16k, torch_ops_16, torch_kib,
+      ours_cpu_us_16, torch_cpu_us_16, torch_cpu_us_16 / ours_cpu_us_16);
   return 0;
 }

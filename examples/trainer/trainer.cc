@@ -273,6 +273,9 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
     eval = *e;
     if (lead) printf("test accuracy %.2f%% (nothing left to train)\n", 100 * eval.accuracy);
   }
+  // Leave together: a rank that exits while a peer still reads its last
+  // collective can reset the connection under it.
+  if (absl::Status s = barrier(*pg); !s.ok()) return s;
   summary.steps = progress.global_step;
   summary.final_test_accuracy = eval.accuracy;
   summary.final_test_loss = eval.loss;

@@ -89,6 +89,13 @@ absl::Status GlooBackend::connect() {
         p2p_context_ = std::move(context);
       }
     }
+    // Every rank is connected on every context before anyone returns: a
+    // rank that creates the backend and destroys it at once must not tear
+    // down pairs a peer is still connecting.
+    stage = "the closing barrier of the rendezvous";
+    gloo::BarrierOptions done(p2p_context_);
+    done.setTimeout(timeout_);
+    gloo::barrier(done);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "gloo: rendezvous of rank ", rank(), " of ", size(), " on '",

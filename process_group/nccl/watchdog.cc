@@ -79,9 +79,11 @@ void Watchdog::run() {
 void Watchdog::poll_once() {
   std::lock_guard<std::mutex> poll_lock(poll_mu_);
   std::list<Entry> entries;
+  bool already_aborted;
   {
     std::lock_guard<std::mutex> lock(mu_);
     entries.swap(pending_);
+    already_aborted = !aborted_.ok();
   }
   const auto now = std::chrono::steady_clock::now();
   std::vector<std::pair<WatchedOp, absl::Status>> finished;
@@ -111,7 +113,7 @@ void Watchdog::poll_once() {
     }
     ++it;
   }
-  if (failure.ok()) {
+  if (failure.ok() && !already_aborted) {
     absl::Status async_error = check_communicators_();
     if (!async_error.ok()) {
       failure = absl::Status(async_error.code(),
@@ -120,7 +122,8 @@ void Watchdog::poll_once() {
                                           "; the communicators were aborted"));
     }
   }
-  if (!failure.ok()) {
+  if (!failure.ok() && !already_aborted) {
+    // Once: later passes only fail what is left (see the end).
     abort_communicators_(failure);
     // Nothing still queued on an aborted communicator can finish.
     for (Entry& e : entries) {

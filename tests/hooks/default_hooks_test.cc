@@ -55,7 +55,8 @@ TEST_P(DefaultHooks, AllreduceHookEqualsDivideThenAllreduceSum) {
     std::vector<float> divided = gradient_of(pg->rank());
     for (float& v : divided) v = v / static_cast<float>(world);
     Tensor plain = Tensor::from_vector(divided);
-    ASSERT_TRUE(pg->allreduce({plain})->wait(std::chrono::seconds(30)).ok());
+    absl::Status plain_status = pg->allreduce({plain})->wait(std::chrono::seconds(30));
+    ASSERT_TRUE(plain_status.ok()) << plain_status;
     std::vector<float> expected = plain.to_float_vector();
     ASSERT_EQ(results[pg->rank()].size(), expected.size());
     EXPECT_EQ(0, memcmp(results[pg->rank()].data(), expected.data(),

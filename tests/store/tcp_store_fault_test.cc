@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -52,6 +53,20 @@ class RawClient {
       if (n <= 0) return true;
     }
     return false;
+  }
+  // Reads exactly n bytes ("" on timeout or close).
+  std::string read_exactly(size_t n, milliseconds timeout) {
+    auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::string out;
+    char buf[256];
+    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
+      pollfd p{fd_, POLLIN, 0};
+      if (poll(&p, 1, 10) <= 0) continue;
+      ssize_t got = recv(fd_, buf, std::min(sizeof(buf), n - out.size()), 0);
+      if (got <= 0) return "";
+      out.append(buf, static_cast<size_t>(got));
+    }
+    return out.size() == n ? out : "";
   }
   void close_now() {
     if (fd_ >= 0) close(fd_);
@@ -201,6 +216,23 @@ TEST_F(FaultTest, ClientThatNeverReadsIsDroppedBeforeItsRepliesPileUp) {
   for (int i = 0; i < 64; ++i) FrameWriter(&gets).query(QueryType::kGet).bytes("/big");
   greedy.send_bytes(gets);  // 16 MiB of replies it never reads
   expect_dropped_for("not reading its responses");
+  expect_others_still_served();
+}
+
+TEST_F(FaultTest, AClientPipeliningWaitThenSetWakesItself) {
+  RawClient self(server_->port());
+  self.validate();
+  std::string f;
+  FrameWriter(&f)
+      .query(QueryType::kWait).u64(1).bytes("/mine")
+      .query(QueryType::kSet).bytes("/mine").bytes("1")
+      .query(QueryType::kPing).u32(99);
+  self.send_bytes(f);
+  std::string reply = self.read_exactly(5, milliseconds(2000));
+  ASSERT_EQ(reply.size(), 5u);
+  EXPECT_EQ(reply[0], static_cast<char>(protocol::WaitResponse::kStopWaiting));
+  EXPECT_EQ(protocol::read_u32(reinterpret_cast<const uint8_t*>(reply.data() + 1)), 99u);
+  EXPECT_EQ(server_->stats().dropped, 0u);
   expect_others_still_served();
 }
 
