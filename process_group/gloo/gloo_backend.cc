@@ -3,6 +3,7 @@
 // ops and monitored_barrier in gloo_p2p.cc.
 #include "process_group/gloo/gloo_backend.h"
 
+#include <algorithm>
 #include <cstring>
 #include <exception>
 
@@ -107,6 +108,7 @@ absl::Status GlooBackend::connect() {
     if (!clone.ok()) return clone.status();
     worker_stores_.push_back(std::move(*clone));
   }
+  worker_scratch_.resize(options_.num_workers);
   pool_ = std::make_unique<WorkerPool>(options_.num_workers);
   p2p_waiters_ = std::make_unique<P2PWaiters>();
   return absl::OkStatus();
@@ -128,7 +130,8 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
   }
   const int worker = static_cast<int>(seq % worker_contexts_.size());
   OpContext c{worker_contexts_[worker], worker_stores_[worker].get(), seq,
-              static_cast<uint32_t>(seq * kTagsPerOp), timeout};
+              static_cast<uint32_t>(seq * kTagsPerOp), timeout,
+              &worker_scratch_[worker]};
   WorkerPool::Task task;
   task.run = [this, work, op, what, c, body = std::move(body)] {
     absl::StatusOr<TensorList> result;
@@ -149,6 +152,15 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
   };
   pool_->submit(worker, std::move(task));
   return work;
+}
+
+Tensor GlooBackend::scratch_for(const OpContext& c, int64_t numel, DType dtype) {
+  const int64_t nbytes = numel * static_cast<int64_t>(dtype_size(dtype));
+  Tensor& buffer = *c.scratch;
+  if (!buffer.defined() || buffer.numel() < nbytes) {
+    buffer = Tensor::zeros({std::max<int64_t>(nbytes, 1)}, DType::kUInt8);
+  }
+  return Tensor::from_blob(buffer.data(), {numel}, dtype);
 }
 
 std::chrono::milliseconds GlooBackend::resolve_timeout(
@@ -220,7 +232,10 @@ std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
       [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         if (tensors.empty()) return tensors;
         // One flat message instead of one per tensor: that is the point.
-        Tensor flat = flatten_copy(tensors);
+        int64_t total = 0;
+        for (const Tensor& t : tensors) total += t.numel();
+        Tensor flat = scratch_for(c, total, tensors[0].dtype());
+        flatten_into(tensors, flat);
         allreduce_on_worker({flat}, opts.op, c, c.tag);
         unflatten_into(flat, tensors);
         return tensors;

@@ -104,7 +104,12 @@ class GlooBackend : public Backend {
     uint64_t seq;                            // same on every rank
     uint32_t tag;  // first of kTagsPerOp gloo tags owned by this op
     std::chrono::milliseconds timeout;
+    Tensor* scratch;  // the worker's reusable buffer (see scratch_for)
   };
+  // A 1-D tensor of `numel` elements over the worker's reusable buffer,
+  // grown when too small: staging copies then fault in fresh pages once per
+  // worker instead of once per op.
+  static Tensor scratch_for(const OpContext& c, int64_t numel, DType dtype);
   static constexpr uint32_t kTagsPerOp = 16;
   using OpBody = std::function<absl::StatusOr<TensorList>(const OpContext&)>;
 
@@ -142,6 +147,7 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::transport::Device> device_;
   std::vector<std::shared_ptr<gloo::Context>> worker_contexts_;
   std::vector<std::unique_ptr<Store>> worker_stores_;
+  std::vector<Tensor> worker_scratch_;  // used only by its worker
   std::shared_ptr<gloo::Context> p2p_context_;
 
   std::mutex seq_mu_;

@@ -136,7 +136,8 @@ std::shared_ptr<Work> GlooBackend::reduce_scatter(
       [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         for (size_t i = 0; i < outputs.size(); ++i) {
           if (outputs[i].numel() == 0) continue;
-          Tensor flat = flatten_copy(inputs[i]);
+          Tensor flat = scratch_for(c, outputs[i].numel() * size(), outputs[i].dtype());
+          flatten_into(inputs[i], flat);
           allreduce_on_worker({flat}, opts.op, c,
                               c.tag + static_cast<uint32_t>(i % kTagsPerOp));
           copy_bytes(outputs[i], bytes_of(flat) + rank() * outputs[i].nbytes());
@@ -152,7 +153,8 @@ std::shared_ptr<Work> GlooBackend::reduce_scatter_tensor(
       OpType::kReduceScatterTensor, describe(input), opts.timeout,
       [this, output, input, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         if (output.numel() > 0) {
-          Tensor flat = input.clone();
+          Tensor flat = scratch_for(c, input.numel(), input.dtype());
+          copy_bytes(flat, input.data());
           allreduce_on_worker({flat}, opts.op, c, c.tag);
           copy_bytes(output, bytes_of(flat) + rank() * output.nbytes());
         }

@@ -16,16 +16,12 @@ std::string describe(const TensorList& tensors) {
   return absl::StrCat(tensors.size(), " tensors, first ", describe(tensors[0]));
 }
 
-Tensor flatten_copy(const TensorList& tensors) {
-  int64_t total = 0;
-  for (const Tensor& t : tensors) total += t.numel();
-  Tensor flat = Tensor::zeros({total}, tensors[0].dtype());
+void flatten_into(const TensorList& tensors, const Tensor& flat) {
   char* dst = static_cast<char*>(flat.data());
   for (const Tensor& t : tensors) {
     if (t.nbytes() > 0) memcpy(dst, t.data(), t.nbytes());
     dst += t.nbytes();
   }
-  return flat;
 }
 
 void unflatten_into(const Tensor& flat, const TensorList& tensors) {

@@ -14,9 +14,9 @@ namespace ddpx {
 std::string describe(const TensorList& tensors);
 std::string describe(const Tensor& tensor);
 
-// A new 1-D tensor holding the tensors' elements back to back (all of one
-// dtype), and the way back.
-Tensor flatten_copy(const TensorList& tensors);
+// Copies the tensors' elements back to back into `flat` (all of one dtype;
+// `flat` holds at least their total), and the way back.
+void flatten_into(const TensorList& tensors, const Tensor& flat);
 void unflatten_into(const Tensor& flat, const TensorList& tensors);
 
 // When the tensors are back-to-back views of one storage (in list order),

@@ -5,6 +5,7 @@
 //   crash R            rank R kills itself with SIGKILL, others sleep 60 s
 //   wait               write OUT_DIR/rank<RANK>.ready, sleep until a signal,
 //                      write OUT_DIR/rank<RANK>.signal holding its number
+#include <fcntl.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,8 +26,18 @@ void write_file(const std::string& name, const std::string& text) {
   fclose(f);
 }
 
+// Prepared before the handler is installed: the handler may only make
+// async-signal-safe calls (open, write, _exit).
+char g_signal_path[4096];
+
 void on_signal(int sig) {
-  write_file(".signal", std::to_string(sig));
+  const int fd = open(g_signal_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  char digits[4] = {static_cast<char>('0' + sig / 10), static_cast<char>('0' + sig % 10)};
+  if (fd >= 0) {
+    ssize_t ignored = write(fd, sig >= 10 ? digits : digits + 1, sig >= 10 ? 2 : 1);
+    (void)ignored;
+    close(fd);
+  }
   _exit(0);
 }
 
@@ -57,6 +68,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (mode == "wait") {
+    snprintf(g_signal_path, sizeof(g_signal_path), "%s/rank%s.signal", g_dir.c_str(),
+             g_rank.c_str());
     signal(SIGTERM, on_signal);
     signal(SIGINT, on_signal);
     write_file(".ready", "");
