@@ -1,8 +1,8 @@
 // examples/train: data-parallel training of an MLP on Fashion-MNIST.
 //
 //   bazel run //examples:train -- --nproc=4 --backend=gloo --hook=powersgd
-//   srun -n 4 bazel-bin/examples/train --init=env://
-//   torchrun --no-python --nproc-per-node=2 bazel-bin/examples/train --init=env://
+//   srun -n 4 .bazel/bin/examples/train --init=env://
+//   torchrun --no-python --nproc-per-node=2 .bazel/bin/examples/train --init=env://
 //
 // Without a launcher's environment (RANK, SLURM_PROCID or
 // OMPI_COMM_WORLD_RANK unset) the binary starts --nproc copies of itself as

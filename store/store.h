@@ -6,6 +6,7 @@
 #ifndef DDPX_STORE_STORE_H_
 #define DDPX_STORE_STORE_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -29,7 +30,7 @@ class Store {
   static constexpr std::chrono::milliseconds kDefaultTimeout{300000};
 
   explicit Store(std::chrono::milliseconds timeout = kDefaultTimeout)
-      : timeout_(timeout) {}
+      : timeout_ms_(timeout.count()) {}
   virtual ~Store() = default;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;
@@ -81,8 +82,14 @@ class Store {
   // An independent handle on the same store, for use from another thread.
   virtual absl::StatusOr<std::unique_ptr<Store>> clone() = 0;
 
-  std::chrono::milliseconds timeout() const { return timeout_; }
-  void set_timeout(std::chrono::milliseconds timeout) { timeout_ = timeout; }
+  std::chrono::milliseconds timeout() const {
+    return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
+  }
+  // Atomic: a store shared by threads (a PrefixStore's underlying store) may
+  // have its timeout set while another thread reads it.
+  void set_timeout(std::chrono::milliseconds timeout) {
+    timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
+  }
 
   // Conveniences for text values.
   absl::Status set(const std::string& key, absl::string_view value) {
@@ -94,7 +101,7 @@ class Store {
   absl::StatusOr<std::string> get_string(const std::string& key);
 
  private:
-  std::chrono::milliseconds timeout_;
+  std::atomic<int64_t> timeout_ms_;
 };
 
 // "DeadlineExceeded: timed out after 300000 ms waiting for keys [a, b]".

@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -44,6 +45,8 @@ absl::StatusOr<std::vector<RankExit>> fork_ranks(
       return absl::InternalError(absl::StrCat("fork of rank ", r, " failed"));
     }
     if (pid == 0) {
+      // A rank must not outlive a launcher that was killed.
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
       int code = body(r);
       fflush(stdout);
       fflush(stderr);

@@ -64,31 +64,6 @@ INSTANTIATE_TEST_SUITE_P(Hooks, TrainHooksTest, ::testing::ValuesIn(kCases),
                            return n;
                          });
 
-// A model of ~1.9M parameters gives DDP two buckets of 1 MiB and ~6 MiB whose
-// collectives run concurrently: what the 100K-parameter runs above never
-// exercise. A hang becomes an error through --timeout_s.
-class TrainLargeBucketsTest : public ::testing::TestWithParam<std::string> {};
-
-TEST_P(TrainLargeBucketsTest, SeveralLargeBucketsTrainWithoutHangOrError) {
-  const std::string dir = fresh_dir("large_" + std::to_string(
-      std::hash<std::string>()(GetParam())));
-  RunResult r = run_command(std::string(kTrainBinary) +
-                            " --nproc=2 --hidden=1024,1024 --batch_size=32 --max_steps=12"
-                            " --timeout_s=20 --log_every=100 --hook='" + GetParam() +
-                            "' --metrics_out=" + dir + "/m.jsonl");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  std::vector<MetricsLine> steps = lines_of_type(read_metrics(dir + "/m.jsonl"), "step");
-  ASSERT_EQ(steps.size(), 12u) << r.output;
-  EXPECT_LT(number(steps.back(), "loss"), number(steps.front(), "loss")) << r.output;
-}
-
-INSTANTIATE_TEST_SUITE_P(Hooks, TrainLargeBucketsTest,
-                         ::testing::Values("allreduce", "fp16", "int8",
-                                           "powersgd:rank=2,start_iter=2"),
-                         [](const ::testing::TestParamInfo<std::string>& info) {
-                           return info.param.substr(0, info.param.find(':'));
-                         });
-
 TEST(TrainTest, PerParameterBaselineMatchesDdpAllreduceExactly) {
   // Averaging with 2 ranks is exact whatever the bucketing, so DDP with the
   // allreduce hook and one allreduce per parameter give the same losses.

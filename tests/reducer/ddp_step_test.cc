@@ -156,9 +156,7 @@ void check_no_sync(bool bucket_view) {
   run_gloo_ranks(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000 + rank);
-    DDPOptions options = small_buckets();
-    options.gradient_as_bucket_view = bucket_view;
-    auto ddp = DistributedDataParallel::create(params, pg, options).value();
+    auto ddp = make_small_bucket_ddp(params, pg, bucket_view);
     for (int step = 0; step < 2; ++step) {
       uint64_t sent_before = pg->counters().payload_bytes.load();
       {

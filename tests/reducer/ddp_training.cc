@@ -34,5 +34,12 @@ DDPOptions small_buckets() {
   return o;
 }
 
+std::unique_ptr<DistributedDataParallel> make_small_bucket_ddp(
+    ModelParameters& params, std::shared_ptr<ProcessGroup> pg, bool bucket_view) {
+  DDPOptions options = small_buckets();
+  options.gradient_as_bucket_view = bucket_view;
+  return DistributedDataParallel::create(params, std::move(pg), options).value();
+}
+
 }  // namespace testing
 }  // namespace ddpx

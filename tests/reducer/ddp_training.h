@@ -4,6 +4,7 @@
 #define DDPX_TESTS_REDUCER_DDP_TRAINING_H_
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -36,6 +37,9 @@ std::vector<float> train_single_process(int world, int steps, int per_rank);
 
 // Bucket caps small enough that the test model gets several buckets.
 DDPOptions small_buckets();
+// DDP over `params` with small_buckets(); aborts if construction fails.
+std::unique_ptr<DistributedDataParallel> make_small_bucket_ddp(
+    ModelParameters& params, std::shared_ptr<ProcessGroup> pg, bool bucket_view);
 
 }  // namespace testing
 }  // namespace ddpx

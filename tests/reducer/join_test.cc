@@ -52,9 +52,7 @@ void check_join(const std::vector<int>& batches, const std::string& hook, bool b
   run_gloo_ranks(world, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000 + rank);
-    DDPOptions options = small_buckets();
-    options.gradient_as_bucket_view = bucket_view;
-    auto ddp = DistributedDataParallel::create(params, pg, options).value();
+    auto ddp = make_small_bucket_ddp(params, pg, bucket_view);
     if (!hook.empty()) {
       ASSERT_TRUE(ddp->register_comm_hook(make_comm_hook(hook, pg).value()).ok());
     }
