@@ -12,39 +12,92 @@ namespace {
 
 uint8_t* bytes(const Tensor& t) { return static_cast<uint8_t*>(t.data()); }
 
-Tensor byte_tensor(int64_t n) { return Tensor::zeros({n}, DType::kUInt8); }
+// Buffers of a bucket on a device live on that device. There the padding
+// after a short last chunk is left uninitialized: it is sent but never
+// decoded.
+absl::StatusOr<Tensor> byte_tensor(int64_t n, Device device) {
+  if (device.is_cpu()) return Tensor::zeros({n}, DType::kUInt8);
+  return Tensor::empty({n}, DType::kUInt8, device);
+}
 
-// Step 2's send buffer: record c holds chunk c of `data`.
-Tensor quantize_chunks(const Tensor& data, const ChunkLayout& layout) {
-  Tensor send = byte_tensor(layout.world * layout.record_bytes);
-  const float* src = data.data_as<float>();
+// Record `slot` of a ByteGrad buffer, sized for a chunk of `len` values.
+Tensor record(const Tensor& records, const ChunkLayout& layout, int slot, int64_t len) {
+  return records.view(slot * layout.record_bytes,
+                      {static_cast<int64_t>(kernels::quantized_record_bytes(len))});
+}
+
+// Step 2's send buffer: record c holds chunk c of `data`. `k` is null for a
+// CPU buffer, else the kernels of its device (one record per call, so the
+// bytes equal the CPU kernels').
+absl::StatusOr<Tensor> quantize_chunks(const Tensor& data, const ChunkLayout& layout,
+                                       DeviceKernels* k) {
+  absl::StatusOr<Tensor> send = byte_tensor(layout.world * layout.record_bytes, data.device());
+  if (!send.ok()) return send.status();
   for (int c = 0; c < layout.world; ++c) {
-    kernels::quantize(src + layout.begin(c), layout.length(c),
-                      bytes(send) + c * layout.record_bytes);
+    const int64_t len = layout.length(c);
+    if (k == nullptr) {
+      kernels::quantize(data.data_as<float>() + layout.begin(c), len,
+                        bytes(*send) + c * layout.record_bytes);
+    } else if (len > 0) {  // an empty chunk's header is never decoded
+      absl::Status s =
+          k->quantize_minmax(data.view(layout.begin(c), {len}), len, record(*send, layout, c, len));
+      if (!s.ok()) return s;
+    }
   }
   return send;
 }
 
-// Steps 3 and 4: this rank's chunk, averaged and quantized again.
-Tensor reduce_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank) {
+// Steps 3 and 4: this rank's chunk, averaged and quantized again. On a
+// device the records are summed there (the same float adds in the same rank
+// order as the CPU), and the n/p sums cross to the host for the division and
+// the re-quantization, since DeviceKernels has no division.
+absl::StatusOr<Tensor> reduce_own_chunk(const Tensor& received, const ChunkLayout& layout,
+                                        int rank, DeviceKernels* k) {
   const int64_t len = layout.length(rank);
-  std::vector<float> acc(static_cast<size_t>(len), 0.0f);
-  for (int src = 0; src < layout.world; ++src) {
-    kernels::dequantize_add(bytes(received) + src * layout.record_bytes, len, acc.data());
+  Tensor acc = Tensor::zeros({len}, DType::kFloat32);
+  if (k == nullptr) {
+    for (int src = 0; src < layout.world; ++src) {
+      kernels::dequantize_add(bytes(received) + src * layout.record_bytes, len,
+                              acc.data_as<float>());
+    }
+  } else if (len > 0) {
+    absl::StatusOr<Tensor> device_acc = Tensor::empty({len}, DType::kFloat32, received.device());
+    if (!device_acc.ok()) return device_acc.status();
+    if (absl::Status s = device_acc->copy_from(acc); !s.ok()) return s;
+    for (int src = 0; src < layout.world; ++src) {
+      absl::Status s = k->dequantize_minmax(
+          record(received, layout, src, len), len, *device_acc, /*accumulate=*/true);
+      if (!s.ok()) return s;
+    }
+    if (absl::Status s = k->synchronize(received.device()); !s.ok()) return s;
+    if (absl::Status s = acc.copy_from(*device_acc); !s.ok()) return s;
   }
-  kernels::divide(acc.data(), len, static_cast<float>(layout.world));
-  Tensor mine = byte_tensor(layout.record_bytes);
-  kernels::quantize(acc.data(), len, bytes(mine));
-  return mine;
+  kernels::divide(acc.data_as<float>(), len, static_cast<float>(layout.world));
+  Tensor mine = Tensor::zeros({layout.record_bytes}, DType::kUInt8);
+  kernels::quantize(acc.data_as<float>(), len, bytes(mine));
+  if (k == nullptr) return mine;
+  absl::StatusOr<Tensor> device_mine = Tensor::empty({layout.record_bytes}, DType::kUInt8,
+                                                     received.device());
+  if (!device_mine.ok()) return device_mine.status();
+  if (absl::Status s = device_mine->copy_from(mine); !s.ok()) return s;
+  return device_mine;
 }
 
-// Step 5.
-void decode_all(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data) {
-  float* dst = data.data_as<float>();
+// Step 5. On a device it returns once the values are in place.
+absl::Status decode_all(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data,
+                        DeviceKernels* k) {
   for (int c = 0; c < layout.world; ++c) {
-    kernels::dequantize(bytes(gathered) + c * layout.record_bytes, layout.length(c),
-                        dst + layout.begin(c));
+    const int64_t len = layout.length(c);
+    if (k == nullptr) {
+      kernels::dequantize(bytes(gathered) + c * layout.record_bytes, len,
+                          data.data_as<float>() + layout.begin(c));
+    } else if (len > 0) {
+      absl::Status s = k->dequantize_minmax(record(gathered, layout, c, len), len,
+                                            data.view(layout.begin(c), {len}), false);
+      if (!s.ok()) return s;
+    }
   }
+  return k == nullptr ? absl::OkStatus() : k->synchronize(data.device());
 }
 
 absl::Status annotate(const absl::Status& s, const char* step) {

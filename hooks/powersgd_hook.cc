@@ -7,16 +7,25 @@
 #include "absl/strings/str_join.h"
 #include "hooks/batched_powersgd_hook.h"
 #include "hooks/powersgd_plan.h"
+#include "hooks/powersgd_step.h"
 
 namespace ddpx {
 
 std::shared_ptr<Future<Tensor>> PowerSGDHook::run_compressed(GradBucket& bucket) {
   const Tensor buffer = bucket.buffer();
+  // A float32 bucket is worked on in place; a float16/bfloat16 one through a
+  // float32 copy whose result is narrowed back into it.
+  absl::StatusOr<Tensor> work = float32_work_buffer(buffer, "PowerSGD");
+  if (!work.ok()) return Future<Tensor>::failed(work.status());
   absl::StatusOr<CompressionPlan> plan = plan_layerwise(
       bucket.offsets(), bucket.shapes(), buffer.numel(), state().options());
   if (!plan.ok()) return Future<Tensor>::failed(plan.status());
-  return start_step(bucket, buffer, *std::move(plan),
-                    [buffer]() -> absl::StatusOr<Tensor> { return buffer; });
+  const Tensor result = *work;
+  return start_step(bucket, result, *std::move(plan),
+                    [buffer, result]() -> absl::StatusOr<Tensor> {
+                      store_result(result.data_as<float>(), buffer);
+                      return buffer;
+                    });
 }
 
 namespace {

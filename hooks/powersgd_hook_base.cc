@@ -30,6 +30,7 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
   step.bucket_index = bucket.index();
   step.bucket_is_last = bucket.is_last();
   step.buffer = std::move(work);
+  step.wire_dtype = bucket.buffer().dtype();
   step.plan = std::move(plan);
   step.finish = std::move(finish);
   step.counter = counter_;

@@ -35,8 +35,9 @@ class PowerSGDHookBase : public CountingHook {
 
  protected:
   virtual std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) = 0;
-  // Runs one compressed step of `bucket` over `work` laid out by `plan`;
-  // `finish` produces the future's value once `work` holds the result.
+  // Runs one compressed step of `bucket` over `work` (float32) laid out by
+  // `plan`; `finish` produces the future's value once `work` holds the
+  // result. P, Q and the uncompressed batch travel in the bucket's dtype.
   std::shared_ptr<Future<Tensor>> start_step(
       const GradBucket& bucket, Tensor work, CompressionPlan plan,
       std::function<absl::StatusOr<Tensor>()> finish);

@@ -1,9 +1,11 @@
 #include "hooks/powersgd_step.h"
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hooks/kernels/cpu_kernels.h"
 #include "hooks/powersgd_kernels.h"
 #include "hooks/powersgd_orthogonalize.h"
 #include "hooks/powersgd_random.h"
@@ -43,25 +45,53 @@ struct StepContext {
 
 using Stage = void (*)(const std::shared_ptr<StepContext>&);
 
-// Allreduces `tensor` (SUM, in place) and runs `next` when it completes.
-void allreduce_then(const std::shared_ptr<StepContext>& ctx, Tensor tensor,
-                    const char* what, Stage next) {
-  // A group of one without a process group: the sum over one rank is the
-  // tensor itself (used to time PowerSGD's own work).
-  if (!ctx->pg) return next(ctx);
-  if (ctx->in.counter) {
-    ctx->in.counter->add_traffic(tensor.nbytes(),
-                                 allreduce_wire_bytes(tensor.nbytes(), ctx->pg->size()));
+// Narrows float32 values into a float16/bfloat16 tensor, dividing each by
+// `divisor` in float32 first (one rounding, through the vectorized casts).
+void narrow_into(const float* src, const Tensor& dst, float divisor) {
+  auto* bits = static_cast<uint16_t*>(dst.data());
+  if (dst.dtype() == DType::kFloat16) {
+    kernels::float_to_half(src, bits, dst.numel(), divisor);
+  } else {
+    kernels::float_to_bfloat16(src, bits, dst.numel(), divisor);
   }
-  auto future = ctx->pg->allreduce({tensor})->get_future();
-  future->add_callback([ctx, tensor, what, next](Future<TensorList>& done) {
+}
+
+// Allreduces data[0..numel) (SUM) and, with `average`, divides by the world
+// size; then runs `next`. On a float32 wire the allreduce works in place and
+// divides after the sum (torch's order, bit for bit the float32 hook). On a
+// 16-bit wire the values are divided first, narrowed into a wire tensor, and
+// the reduced sum is widened back into `data`.
+void allreduce_then(const std::shared_ptr<StepContext>& ctx, float* data,
+                    int64_t numel, const char* what, bool average, Stage next) {
+  // A group of one without a process group: the average over one rank is the
+  // data itself (used to time PowerSGD's own work).
+  if (!ctx->pg) return next(ctx);
+  const bool narrow = ctx->in.wire_dtype != DType::kFloat32;
+  Tensor wire;
+  if (narrow) {
+    wire = Tensor::zeros({numel}, ctx->in.wire_dtype);
+    narrow_into(data, wire, average ? ctx->world_size : 1.0f);
+  } else {
+    wire = Tensor::from_blob(data, {numel}, DType::kFloat32);
+  }
+  if (ctx->in.counter) {
+    ctx->in.counter->add_traffic(wire.nbytes(),
+                                 allreduce_wire_bytes(wire.nbytes(), ctx->pg->size()));
+  }
+  auto future = ctx->pg->allreduce({wire})->get_future();
+  future->add_callback([ctx, wire, data, numel, what, average, narrow,
+                        next](Future<TensorList>& done) {
     absl::Status s = done.status();
     if (!s.ok()) return ctx->fail(absl::StrCat("allreduce of ", what), s);
     const TensorList& out = done.value();
-    if (!out.empty() && out[0].data() != tensor.data()) {
-      s = tensor.copy_from(out[0]);
-      if (!s.ok()) return ctx->fail(absl::StrCat("allreduce of ", what), s);
+    const Tensor& reduced = out.empty() ? wire : out[0];
+    if (narrow) {
+      s = widen_into(reduced, data, "PowerSGD");
+    } else if (reduced.data() != wire.data()) {
+      s = wire.copy_from(reduced);
     }
+    if (!s.ok()) return ctx->fail(absl::StrCat("allreduce of ", what), s);
+    if (average && !narrow) divide_inplace(data, ctx->world_size, numel);
     next(ctx);
   });
 }
@@ -91,7 +121,6 @@ void finish_step(const std::shared_ptr<StepContext>& ctx) {
 // Stage 5: M ~ P Q^T into the buffer; the error becomes M - P Q^T.
 void decompress(const std::shared_ptr<StepContext>& ctx) {
   StepContext& c = *ctx;
-  divide_inplace(c.q, c.world_size, c.in.plan.q_numel);
   const bool error_feedback = c.state->options().use_error_feedback;
   for (const CompressedMatrix& mat : c.in.plan.matrices) {
     float* out = c.work + mat.offset;
@@ -109,18 +138,16 @@ void compute_qs(const std::shared_ptr<StepContext>& ctx) {
     matmul_mt_p(c.m + mat.offset, mat.rows, mat.cols, c.p + mat.p_offset,
                 mat.rank, c.q + mat.q_offset);
   }
-  Tensor qs = Tensor::from_blob(c.q, {c.in.plan.q_numel}, DType::kFloat32);
-  allreduce_then(ctx, qs, "Qs", decompress);
+  allreduce_then(ctx, c.q, c.in.plan.q_numel, "Qs", /*average=*/true, decompress);
 }
 
-// Stage 3: the uncompressed tensors are reduced: average them back into the
+// Stage 3: the uncompressed tensors are averaged: copy them back into the
 // buffer, then allreduce the Ps (or finish if nothing is compressed).
 void unpack_uncompressed(const std::shared_ptr<StepContext>& ctx) {
   StepContext& c = *ctx;
   const CompressionPlan& plan = c.in.plan;
   if (plan.uncompressed_numel > 0) {
-    float* reduced = c.uncompressed.data_as<float>();
-    divide_inplace(reduced, c.world_size, plan.uncompressed_numel);
+    const float* reduced = c.uncompressed.data_as<float>();
     const bool error_feedback = c.state->options().use_error_feedback;
     int64_t at = 0;
     for (const auto& [offset, numel] : plan.uncompressed) {
@@ -130,8 +157,7 @@ void unpack_uncompressed(const std::shared_ptr<StepContext>& ctx) {
     }
   }
   if (plan.p_numel == 0) return finish_step(ctx);
-  Tensor ps = Tensor::from_blob(c.p, {plan.p_numel}, DType::kFloat32);
-  allreduce_then(ctx, ps, "Ps", compute_qs);
+  allreduce_then(ctx, c.p, plan.p_numel, "Ps", /*average=*/false, compute_qs);
 }
 
 // Stages 1-2 on the caller's thread. Returns an error instead of starting
@@ -205,16 +231,66 @@ absl::Status prepare(StepContext& c) {
 
 }  // namespace
 
+absl::Status check_powersgd_bucket(const Tensor& buffer, const std::string& what) {
+  const DType d = buffer.dtype();
+  if (buffer.defined() && buffer.device().is_cpu() &&
+      (d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16)) {
+    return absl::OkStatus();
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, ": needs a float32, float16 or bfloat16 CPU bucket, got ",
+      buffer.defined() ? buffer.str() : "an undefined buffer"));
+}
+
+absl::Status widen_into(const Tensor& src, float* dst, const std::string& what) {
+  if (absl::Status s = check_powersgd_bucket(src, what); !s.ok()) return s;
+  const auto* bits = static_cast<const uint16_t*>(src.data());
+  switch (src.dtype()) {
+    case DType::kFloat16:
+      kernels::half_to_float(bits, dst, src.numel());
+      break;
+    case DType::kBFloat16:
+      kernels::bfloat16_to_float(bits, dst, src.numel());
+      break;
+    default: {
+      const float* values = src.data_as<float>();
+      std::copy(values, values + src.numel(), dst);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Tensor> float32_work_buffer(const Tensor& bucket_buffer,
+                                           const std::string& what) {
+  if (absl::Status s = check_powersgd_bucket(bucket_buffer, what); !s.ok()) return s;
+  if (bucket_buffer.dtype() == DType::kFloat32) return bucket_buffer;
+  Tensor work = Tensor::zeros({bucket_buffer.numel()}, DType::kFloat32);
+  if (absl::Status s = widen_into(bucket_buffer, work.data_as<float>(), what); !s.ok()) {
+    return s;
+  }
+  return work;
+}
+
+void store_result(const float* src, const Tensor& dst) {
+  if (dst.dtype() != DType::kFloat32) return narrow_into(src, dst, 1.0f);
+  float* out = dst.data_as<float>();
+  if (out != src) std::copy(src, src + dst.numel(), out);
+}
+
 std::shared_ptr<Future<Tensor>> run_powersgd_step(
     std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
     PowerSGDStepInput input) {
   auto ctx = std::make_shared<StepContext>();
   ctx->result = Future<Tensor>::create();
+  const DType wire = input.wire_dtype;
   if (!input.buffer.device().is_cpu() ||
-      input.buffer.dtype() != DType::kFloat32) {
+      input.buffer.dtype() != DType::kFloat32 ||
+      (wire != DType::kFloat32 && wire != DType::kFloat16 && wire != DType::kBFloat16)) {
     ctx->result->set_error(absl::InvalidArgumentError(absl::StrCat(
         "PowerSGD bucket ", input.bucket_index,
-        ": the CPU hook needs a float32 CPU buffer, got ", input.buffer.str())));
+        ": a step works on a float32 CPU buffer with a float32, float16 or "
+        "bfloat16 wire, got ", input.buffer.str(), " and a ", dtype_name(wire),
+        " wire")));
     return ctx->result;
   }
   ctx->world_size = pg ? static_cast<float>(pg->size()) : 1.0f;
@@ -231,8 +307,9 @@ std::shared_ptr<Future<Tensor>> run_powersgd_step(
   }
   auto result = ctx->result;
   if (ctx->in.plan.uncompressed_numel > 0) {
-    allreduce_then(ctx, ctx->uncompressed, "uncompressed tensors",
-                   unpack_uncompressed);
+    allreduce_then(ctx, ctx->uncompressed.data_as<float>(),
+                   ctx->in.plan.uncompressed_numel, "uncompressed tensors",
+                   /*average=*/true, unpack_uncompressed);
   } else {
     unpack_uncompressed(ctx);
   }

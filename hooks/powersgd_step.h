@@ -11,11 +11,22 @@
 //
 // Each stage runs on the thread that completes the previous collective; no
 // stage blocks on a future.
+//
+// float16/bfloat16 buckets (fp16_compress_wrapper(powerSGD_hook)): the step
+// still computes in float32 on a widened copy, with error and warm-start
+// memories in float32, but P, Q and the uncompressed batch travel in the
+// bucket's dtype: narrowed just before each allreduce (the averaged ones,
+// uncompressed and Q, divided by the world size in float32 first, so the
+// 16-bit sum cannot overflow) and widened right after.
 #ifndef DDPX_HOOKS_POWERSGD_STEP_H_
 #define DDPX_HOOKS_POWERSGD_STEP_H_
 
 #include <functional>
 #include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 #include "hooks/hook_stats.h"
 #include "hooks/powersgd_plan.h"
@@ -31,6 +42,9 @@ struct PowerSGDStepInput {
   bool bucket_is_last = false;
   // Contiguous CPU float32 buffer the plan describes; rewritten in place.
   Tensor buffer;
+  // What P, Q and the uncompressed batch travel as: float32 (the float32
+  // path, unchanged), float16 or bfloat16.
+  DType wire_dtype = DType::kFloat32;
   CompressionPlan plan;
   // Called on the completing thread once `buffer` holds the result; its
   // return value completes the step's future.
@@ -44,6 +58,20 @@ struct PowerSGDStepInput {
 std::shared_ptr<Future<Tensor>> run_powersgd_step(
     std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
     PowerSGDStepInput input);
+
+// ---- bucket dtype <-> the float32 work buffer ------------------------------
+// OK for a CPU float32, float16 or bfloat16 bucket; otherwise an error naming
+// `what` and the buffer.
+absl::Status check_powersgd_bucket(const Tensor& buffer, const std::string& what);
+// dst[0..numel) = src (a CPU float32/float16/bfloat16 tensor) widened to float32.
+absl::Status widen_into(const Tensor& src, float* dst, const std::string& what);
+// The float32 buffer a step works on: a float32 bucket itself (rewritten in
+// place, as before), or a widened copy of a float16/bfloat16 one.
+absl::StatusOr<Tensor> float32_work_buffer(const Tensor& bucket_buffer,
+                                           const std::string& what);
+// dst (float32, float16 or bfloat16) = src[0..dst.numel()) in dst's dtype,
+// rounded to nearest even; nothing to do when dst already is src.
+void store_result(const float* src, const Tensor& dst);
 
 }  // namespace ddpx
 
