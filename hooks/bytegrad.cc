@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "hooks/bucket_math.h"
 #include "hooks/kernels/cpu_kernels.h"
 
 namespace ddpx {
@@ -124,37 +125,59 @@ std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group_ref, Tensor
   const int world = group->size();
   const int rank = group->rank();
   const ChunkLayout layout(data.numel(), world);
-  Tensor send = quantize_chunks(data, layout);
+  DeviceKernels* k = nullptr;
+  if (!data.device().is_cpu()) {
+    absl::StatusOr<DeviceKernels*> found = kernels_for(data, "int8 hook");
+    if (!found.ok()) return Future<Tensor>::failed(found.status());
+    k = *found;
+  }
+  absl::StatusOr<Tensor> quantized = quantize_chunks(data, layout, k);
+  if (!quantized.ok()) return Future<Tensor>::failed(annotate(quantized.status(), "quantize"));
+  Tensor send = *quantized;
   if (counter != nullptr) {
     const uint64_t all = send.nbytes(), one = layout.record_bytes;
     counter->add_traffic(all + one, alltoall_wire_bytes(all, world) +
                                         allgather_wire_bytes(one, world));
   }
   if (world == 1) {
-    decode_all(reduce_own_chunk(send, layout, 0), layout, data);
+    absl::StatusOr<Tensor> mine = reduce_own_chunk(send, layout, 0, k);
+    absl::Status s = mine.ok() ? decode_all(*mine, layout, data, k) : mine.status();
+    if (!s.ok()) return Future<Tensor>::failed(annotate(s, "average"));
     return Future<Tensor>::ready(data);
   }
 
   auto result = Future<Tensor>::create();
-  Tensor received = byte_tensor(send.numel());
-  std::shared_ptr<Work> exchange = group->alltoall_base(received, send);
+  absl::StatusOr<Tensor> received = byte_tensor(send.numel(), data.device());
+  absl::StatusOr<Tensor> gathered = byte_tensor(send.numel(), data.device());
+  if (!received.ok() || !gathered.ok()) {
+    return Future<Tensor>::failed(
+        annotate(received.ok() ? gathered.status() : received.status(), "buffers"));
+  }
+  std::shared_ptr<Work> exchange = group->alltoall_base(*received, send);
   // `send` must stay alive until the alltoall is done.
-  exchange->get_future()->add_callback([=](Future<TensorList>& done) {
+  exchange->get_future()->add_callback([=, received = *received, gathered = *gathered](
+                                           Future<TensorList>& done) {
     (void)send;
     if (!done.status().ok()) {
       result->set_error(annotate(done.status(), "alltoall of quantized chunks"));
       return;
     }
-    Tensor mine = reduce_own_chunk(received, layout, rank);
-    Tensor gathered = byte_tensor(send.numel());
-    group->allgather_into_tensor(gathered, mine)->get_future()->add_callback(
-        [=](Future<TensorList>& all) {
+    absl::StatusOr<Tensor> mine = reduce_own_chunk(received, layout, rank, k);
+    if (!mine.ok()) {
+      result->set_error(annotate(mine.status(), "average of own chunk"));
+      return;
+    }
+    group->allgather_into_tensor(gathered, *mine)->get_future()->add_callback(
+        [=, mine = *mine](Future<TensorList>& all) {
           (void)mine;
           if (!all.status().ok()) {
             result->set_error(annotate(all.status(), "allgather of averaged chunks"));
             return;
           }
-          decode_all(gathered, layout, data);
+          if (absl::Status s = decode_all(gathered, layout, data, k); !s.ok()) {
+            result->set_error(annotate(s, "decode"));
+            return;
+          }
           result->set_value(data);
         });
   });

@@ -36,7 +36,9 @@ struct ChunkLayout {
   int64_t length(int c) const;
 };
 
-// Averages `data` (flat float32, CPU) over `group` as above; the future
+// Averages `data` (flat float32, on the CPU or a device with DeviceKernels:
+// steps 2, 3's sums and 5 run there, the division and re-quantization of the
+// own n/p values on the host) over `group` as above; the future
 // completes with `data` itself overwritten by the average. `counter`, if
 // set, gets the traffic. `group` and `counter` must outlive the future: the
 // callbacks run on the backend's threads and hold no reference to the group,

@@ -15,8 +15,20 @@
 namespace ddpx {
 namespace {
 
-absl::Status check_bucket(const Tensor& buffer) {
-  if (absl::Status s = check_cpu(buffer, "int8 hook"); !s.ok()) return s;
+// A float32 bucket on the CPU, or (flat mode only: the node-level reduce
+// divides on the host) on a device this build has kernels for.
+absl::Status check_bucket(const Tensor& buffer, bool hierarchical) {
+  if (buffer.defined() && !buffer.device().is_cpu()) {
+    absl::StatusOr<DeviceKernels*> k = kernels_for(buffer, "int8 hook");
+    if (!k.ok()) return k.status();
+    if (hierarchical) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "int8 hook: hierarchical mode runs on CPU buckets only, got ", buffer.str(),
+          " (use the flat int8 hook on devices)"));
+    }
+  } else if (absl::Status s = check_cpu(buffer, "int8 hook"); !s.ok()) {
+    return s;
+  }
   return check_dtype(buffer, DType::kFloat32, "int8 hook: bucket buffer");
 }
 
@@ -38,7 +50,9 @@ class Int8Hook : public CountingHook {
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     Tensor data = bucket.buffer();
-    if (absl::Status s = check_bucket(data); !s.ok()) return Future<Tensor>::failed(s);
+    if (absl::Status s = check_bucket(data, local_ != nullptr); !s.ok()) {
+      return Future<Tensor>::failed(s);
+    }
     counter_.add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
     if (local_ == nullptr) return bytegrad_average(*leaders_, data, &counter_);
     return run_hierarchical(data);

@@ -1,13 +1,15 @@
 // Debian's libraries (libgloo, libopenblas, libabsl) are not built with
 // ThreadSanitizer, so TSan cannot see their synchronization and reports races
 // inside them (Gloo's TCP pairs reading and writing one socket from two
-// threads; absl::Status and std::exception_ptr reference counts dropped in an
+// threads; exceptions Gloo rethrows on another thread; absl::Status and std::exception_ptr reference counts dropped in an
 // uninstrumented library). These suppressions name only those libraries and
 // their functions, never our code. .bazelrc's tsan config links tests
 // statically (--dynamic_mode=off) so TSan finds this function in the binary.
 extern "C" const char* __tsan_default_suppressions() {
   return "race:libgloo.so.0\n"
-         "called_from_lib:libgloo.so.0\n"
+         // Exceptions Gloo stores and rethrows on another thread: their
+         // allocation and hand-off happen inside uninstrumented libgloo.
+         "race:__cxa_allocate_exception\n"
          "race:gloo::Exception::~Exception\n"
          "race:std::__exception_ptr::exception_ptr::_M_release\n"
          "race:absl::debian3::Status::UnrefNonInlined\n"

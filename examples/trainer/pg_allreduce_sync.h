@@ -1,7 +1,8 @@
-// SEAM(reducer): gradient averaging on the process group alone, one
-// allreduce per parameter launched from mark_ready. It stands in for DDP
-// until //reducer and //hooks build, and stays as the `--sync=per_param`
-// baseline: no buckets, no hooks.
+// Gradient averaging on the process group alone, one allreduce per
+// parameter launched from mark_ready: the `--sync=per_param` baseline (no
+// buckets, no hooks) that DDP with the allreduce hook must match exactly
+// (tests/integration:train_hooks_test). It carried the trainer before the
+// reducer existed.
 #ifndef DDPX_EXAMPLES_TRAINER_PG_ALLREDUCE_SYNC_H_
 #define DDPX_EXAMPLES_TRAINER_PG_ALLREDUCE_SYNC_H_
 

@@ -118,8 +118,8 @@ TEST(Registry, EveryHookAveragesOnTwoRanks) {
   }
 }
 
-// Runs once the PowerSGD hook accepts a float16 bucket (today it asks for
-// float32, see docs/hooks.md); until then only the composition is checked.
+// The registry composes the wrapper around PowerSGD; the compressed steps of
+// fp16+powersgd are checked in tests/hooks/powersgd:powersgd_half_test.
 TEST(Registry, Fp16WrapperComposesWithPowerSGD) {
   run_group_ranks(1, [&](std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_comm_hook("fp16+powersgd:rank=2,start_iter=10", pg);

@@ -64,10 +64,8 @@ TEST_P(HooksUnderDdpTest, RanksStayIdentical) {
 INSTANTIATE_TEST_SUITE_P(Registry, HooksUnderDdpTest,
                          ::testing::Values("allreduce", "fp16", "bf16", "int8",
                                            "powersgd:rank=1,start_iter=2",
-                                           "batched_powersgd:rank=1,start_iter=2"));
-// Not listed: "fp16+powersgd" fails inside the PowerSGD CPU hook ("needs a
-// float32 CPU buffer, got float16") at the first compressed step; see
-// docs/reducer.md.
+                                           "batched_powersgd:rank=1,start_iter=2",
+                                           "fp16+powersgd:rank=1,start_iter=2"));
 
 TEST(HooksUnderDdp, AllreduceHookFromTheRegistryEqualsNoHook) {
   HookRun plain = train_with_hook("");

@@ -1,0 +1,58 @@
+// A bucket on a CUDA device, in a binary that links no CUDA kernels (the
+// default build, and this target under --config=cuda too, since it does not
+// link //cuda): every hook must fail with an error that names the hook, the
+// device and the fix, and must not touch the buffer's memory.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cuda/device_kernels.h"
+#include "hooks/default_hooks.h"
+#include "hooks/int8_hook.h"
+#include "tests/hooks/hook_test_util.h"
+
+namespace ddpx {
+namespace {
+
+using testing::run_group_ranks;
+
+// The tensor claims cuda:0 but points at host memory, so a CPU code path
+// that wrongly ran on it would change `host` (and a device path would need
+// kernels this binary lacks).
+struct FakeCudaBucket {
+  std::vector<float> host = {1.5f, -2.0f, 3.25f, 7.0f};
+  Tensor buffer = Tensor::from_blob(host.data(), {4}, DType::kFloat32, Device::cuda(0));
+  GradBucket bucket{0, true, buffer, {0}, {{4}}, {buffer}};
+};
+
+void expect_no_kernels_error(CommHook& hook, const std::string& what) {
+  FakeCudaBucket b;
+  const std::vector<float> before = b.host;
+  std::shared_ptr<Future<Tensor>> f = hook.run(b.bucket);
+  absl::Status s = f->wait(std::chrono::seconds(30));
+  EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
+  EXPECT_EQ(s.message(), what + ": bucket buffer is on cuda:0 but this build has no CUDA "
+                                "kernels (build with --config=cuda)");
+  EXPECT_EQ(b.host, before) << what << " touched the buffer";
+}
+
+TEST(DeviceBufferWithoutKernels, NoCudaKernelsAreLinkedHere) {
+  EXPECT_EQ(device_kernels(Device::Type::kCUDA), nullptr);
+}
+
+TEST(DeviceBufferWithoutKernels, EveryHookSaysHowToGetKernels) {
+  run_group_ranks(1, [](std::shared_ptr<ProcessGroup> pg) {
+    expect_no_kernels_error(*make_fp16_compress_hook(pg), "fp16 hook");
+    expect_no_kernels_error(*make_bf16_compress_hook(pg), "bf16 hook");
+    expect_no_kernels_error(*make_allreduce_hook(pg), "allreduce hook");
+    expect_no_kernels_error(*fp16_compress_wrapper(make_allreduce_hook(pg)),
+                            "fp16+allreduce wrapper");
+    expect_no_kernels_error(*bf16_compress_wrapper(make_noop_hook()), "bf16+noop wrapper");
+    absl::StatusOr<std::unique_ptr<CountingHook>> int8 = make_int8_hook(pg, {});
+    ASSERT_TRUE(int8.ok()) << int8.status();
+    expect_no_kernels_error(**int8, "int8 hook");
+  });
+}
+
+}  // namespace
+}  // namespace ddpx
