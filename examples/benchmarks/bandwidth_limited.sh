@@ -39,7 +39,7 @@ command -v tc >/dev/null || die "tc not found (apt-get install iproute2)"
 
 here=$(cd "$(dirname "$0")" && pwd)
 if [ -z "${TRAIN:-}" ]; then
-  for t in "${RUNFILES_DIR:-/nonexistent}/ddpx/examples/train" "$here/../../bazel-bin/examples/train"; do
+  for t in "${RUNFILES_DIR:-/nonexistent}/ddpx/examples/train" "$here/../../.bazel/bin/examples/train"; do
     [ -x "$t" ] && TRAIN=$t && break
   done
 fi

@@ -11,9 +11,9 @@ slurm_local=tools/slurm_local
 [ -x "$slurm_local" ] || slurm_local="$(dirname "$(readlink -f "$0")")/../../tools/slurm_local"
 [ -x "$slurm_local" ] || { echo "FAIL: tools/slurm_local not found (PWD=$PWD)"; exit 1; }
 if ! command -v srun >/dev/null || ! command -v munged >/dev/null; then
-  echo "SKIP: slurm-wlm/munge not installed (apt-get install slurm-wlm munge)"; exit 0
+  echo "FAIL: slurm-wlm/munge not installed (tools/setup installs them)"; exit 1
 fi
-if [ "$(id -u)" != 0 ]; then echo "SKIP: tools/slurm_local needs root"; exit 0; fi
+if [ "$(id -u)" != 0 ]; then echo "FAIL: tools/slurm_local needs root"; exit 1; fi
 out=$("$slurm_local" run -- srun -n 2 "$train" --init=env:// --hidden=128 \
   --batch_size=32 --max_steps=200 --log_every=100 2>&1) || {
   echo "$out"; echo "FAIL: the srun job failed"; exit 1; }

@@ -6,7 +6,7 @@ set -euo pipefail
 train=examples/train
 python=${DDPX_TORCH_PYTHON:-python3}
 if ! "$python" -c 'import torch.distributed.run' 2>/dev/null; then
-  echo "SKIP: torch is not importable by $python (set DDPX_TORCH_PYTHON)"; exit 0
+  echo "FAIL: torch is not importable by $python (tools/setup installs it; or set DDPX_TORCH_PYTHON)"; exit 1
 fi
 out=$("$python" -m torch.distributed.run --no-python --nproc-per-node=2 "$train" \
   --init=env:// --hidden=128 --batch_size=32 --max_steps=200 --log_every=100 2>&1) || {
