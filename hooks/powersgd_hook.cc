@@ -13,17 +13,23 @@ namespace ddpx {
 
 std::shared_ptr<Future<Tensor>> PowerSGDHook::run_compressed(GradBucket& bucket) {
   const Tensor buffer = bucket.buffer();
+  // A device bucket is worked on through a host copy (host_buffer); a CPU
+  // bucket is `staged` itself.
+  absl::StatusOr<Tensor> host = host_buffer(bucket);
+  if (!host.ok()) return Future<Tensor>::failed(host.status());
+  const Tensor staged = *host;
   // A float32 bucket is worked on in place; a float16/bfloat16 one through a
   // float32 copy whose result is narrowed back into it.
-  absl::StatusOr<Tensor> work = float32_work_buffer(buffer, "PowerSGD");
+  absl::StatusOr<Tensor> work = float32_work_buffer(staged, "PowerSGD");
   if (!work.ok()) return Future<Tensor>::failed(work.status());
   absl::StatusOr<CompressionPlan> plan = plan_layerwise(
       bucket.offsets(), bucket.shapes(), buffer.numel(), state().options());
   if (!plan.ok()) return Future<Tensor>::failed(plan.status());
   const Tensor result = *work;
   return start_step(bucket, result, *std::move(plan),
-                    [buffer, result]() -> absl::StatusOr<Tensor> {
-                      store_result(result.data_as<float>(), buffer);
+                    [buffer, staged, result]() -> absl::StatusOr<Tensor> {
+                      store_result(result.data_as<float>(), staged);
+                      if (absl::Status s = write_back(staged, buffer); !s.ok()) return s;
                       return buffer;
                     });
 }

@@ -2,6 +2,8 @@
 
 #include <utility>
 
+#include "absl/strings/str_cat.h"
+#include "hooks/bucket_math.h"
 #include "hooks/default_hooks.h"
 #include "hooks/powersgd_step.h"
 
@@ -13,6 +15,12 @@ PowerSGDHookBase::PowerSGDHookBase(std::shared_ptr<ProcessGroup> pg,
 
 std::shared_ptr<Future<Tensor>> PowerSGDHookBase::run(GradBucket& bucket) {
   const Tensor& buffer = bucket.buffer();
+  // A device bucket needs that device's kernels; without them (a build
+  // without --config=cuda) fail before touching anything, at every step.
+  if (buffer.defined() && !buffer.device().is_cpu()) {
+    absl::StatusOr<DeviceKernels*> k = kernels_for(buffer, absl::StrCat(name(), " hook"));
+    if (!k.ok()) return Future<Tensor>::failed(k.status());
+  }
   const uint64_t bytes = buffer.nbytes();
   const int world = pg_ ? pg_->size() : 1;
   counter_->add_call(bytes, allreduce_wire_bytes(bytes, world));
@@ -34,7 +42,29 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
   step.plan = std::move(plan);
   step.finish = std::move(finish);
   step.counter = counter_;
+  if (!bucket.buffer().device().is_cpu()) {
+    step.collective_device = bucket.buffer().device();
+    step.kernels = device_kernels(step.collective_device.type);  // checked in run()
+  }
   return run_powersgd_step(pg_, state_, std::move(step));
+}
+
+absl::StatusOr<Tensor> PowerSGDHookBase::host_buffer(const GradBucket& bucket) const {
+  const Tensor& buffer = bucket.buffer();
+  if (!buffer.defined() || buffer.device().is_cpu()) return buffer;
+  // Known cost: the whole bucket crosses to the host and back every
+  // compressed step, and the compression itself runs on the host CPU
+  // (DeviceKernels has no element-wise add/subtract for the error feedback).
+  absl::StatusOr<DeviceKernels*> k = kernels_for(buffer, absl::StrCat(name(), " hook"));
+  if (!k.ok()) return k.status();
+  return stage_on_host(buffer, **k);
+}
+
+absl::Status PowerSGDHookBase::write_back(const Tensor& host, const Tensor& bucket_buffer) {
+  if (bucket_buffer.device().is_cpu()) return absl::OkStatus();
+  DeviceKernels* k = device_kernels(bucket_buffer.device().type);
+  if (k == nullptr) return kernels_for(bucket_buffer, "PowerSGD").status();
+  return unstage_to_device(host, bucket_buffer, *k);
 }
 
 absl::Status PowerSGDHookBase::save_state(std::ostream& out) const {

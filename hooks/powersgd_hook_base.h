@@ -35,6 +35,12 @@ class PowerSGDHookBase : public CountingHook {
 
  protected:
   virtual std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) = 0;
+  // For a bucket on a device: a host copy of it to compute on (see
+  // PowerSGDStepInput::kernels); for a CPU bucket: the bucket's buffer.
+  absl::StatusOr<Tensor> host_buffer(const GradBucket& bucket) const;
+  // Ends a step whose result is in `host` (from host_buffer): copies it back
+  // into a device bucket; nothing to do for a CPU bucket.
+  static absl::Status write_back(const Tensor& host, const Tensor& bucket_buffer);
   // Runs one compressed step of `bucket` over `work` (float32) laid out by
   // `plan`; `finish` produces the future's value once `work` holds the
   // result. P, Q and the uncompressed batch travel in the bucket's dtype.

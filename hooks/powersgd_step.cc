@@ -78,13 +78,32 @@ void allreduce_then(const std::shared_ptr<StepContext>& ctx, float* data,
     ctx->in.counter->add_traffic(wire.nbytes(),
                                  allreduce_wire_bytes(wire.nbytes(), ctx->pg->size()));
   }
-  auto future = ctx->pg->allreduce({wire})->get_future();
-  future->add_callback([ctx, wire, data, numel, what, average, narrow,
+  // A device bucket: the collective runs on a device copy of the host wire
+  // (a host round trip of the small P/Q/uncompressed tensors, a known cost).
+  Tensor sent = wire;
+  if (ctx->in.kernels != nullptr) {
+    absl::StatusOr<Tensor> on_device =
+        Tensor::empty({numel}, wire.dtype(), ctx->in.collective_device);
+    absl::Status s = on_device.status();
+    if (s.ok()) s = on_device->copy_from(wire);
+    if (!s.ok()) return ctx->fail(absl::StrCat("copying ", what, " to the device"), s);
+    sent = *on_device;
+  }
+  auto future = ctx->pg->allreduce({sent})->get_future();
+  future->add_callback([ctx, wire, sent, data, numel, what, average, narrow,
                         next](Future<TensorList>& done) {
     absl::Status s = done.status();
     if (!s.ok()) return ctx->fail(absl::StrCat("allreduce of ", what), s);
     const TensorList& out = done.value();
-    const Tensor& reduced = out.empty() ? wire : out[0];
+    const Tensor& reduced_anywhere = out.empty() ? sent : out[0];
+    if (ctx->in.kernels != nullptr) {
+      // Back to the host wire; the allocator's copy does not follow the
+      // stream, so wait for the collective's work first.
+      s = ctx->in.kernels->synchronize(ctx->in.collective_device);
+      if (s.ok()) s = wire.copy_from(reduced_anywhere);
+      if (!s.ok()) return ctx->fail(absl::StrCat("copying ", what, " from the device"), s);
+    }
+    const Tensor& reduced = ctx->in.kernels != nullptr ? wire : reduced_anywhere;
     if (narrow) {
       s = widen_into(reduced, data, "PowerSGD");
     } else if (reduced.data() != wire.data()) {
@@ -275,6 +294,20 @@ void store_result(const float* src, const Tensor& dst) {
   if (dst.dtype() != DType::kFloat32) return narrow_into(src, dst, 1.0f);
   float* out = dst.data_as<float>();
   if (out != src) std::copy(src, src + dst.numel(), out);
+}
+
+absl::StatusOr<Tensor> stage_on_host(const Tensor& buffer, DeviceKernels& kernels) {
+  if (absl::Status s = kernels.synchronize(buffer.device()); !s.ok()) return s;
+  Tensor host = Tensor::zeros({buffer.numel()}, buffer.dtype());
+  if (absl::Status s = host.copy_from(buffer.flatten()); !s.ok()) return s;
+  return host;
+}
+
+absl::Status unstage_to_device(const Tensor& staged, const Tensor& buffer,
+                               DeviceKernels& kernels) {
+  if (absl::Status s = buffer.flatten().copy_from(staged); !s.ok()) return s;
+  // The hook's future completes after this: the values must be final then.
+  return kernels.synchronize(buffer.device());
 }
 
 std::shared_ptr<Future<Tensor>> run_powersgd_step(

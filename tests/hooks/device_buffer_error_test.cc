@@ -2,6 +2,7 @@
 // default build, and this target under --config=cuda too, since it does not
 // link //cuda): every hook must fail with an error that names the hook, the
 // device and the fix, and must not touch the buffer's memory.
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -9,6 +10,7 @@
 #include "cuda/device_kernels.h"
 #include "hooks/default_hooks.h"
 #include "hooks/int8_hook.h"
+#include "hooks/powersgd_hook.h"
 #include "tests/hooks/hook_test_util.h"
 
 namespace ddpx {
@@ -51,6 +53,28 @@ TEST(DeviceBufferWithoutKernels, EveryHookSaysHowToGetKernels) {
     absl::StatusOr<std::unique_ptr<CountingHook>> int8 = make_int8_hook(pg, {});
     ASSERT_TRUE(int8.ok()) << int8.status();
     expect_no_kernels_error(**int8, "int8 hook");
+  });
+}
+
+// Both phases of both PowerSGD hooks: the allreduce before
+// start_powerSGD_iter, and compression from the first step (start_iter=0
+// needs error feedback and warm start off).
+TEST(DeviceBufferWithoutKernels, PowerSGDHooksSayHowToGetKernels) {
+  run_group_ranks(1, [](std::shared_ptr<ProcessGroup> pg) {
+    const std::map<std::string, std::string> allreduce_phase = {{"start_iter", "10"}};
+    const std::map<std::string, std::string> compressing = {
+        {"start_iter", "0"}, {"use_error_feedback", "0"}, {"warm_start", "0"},
+        {"min_compression_rate", "0.01"}};
+    for (bool batched : {false, true}) {
+      const std::string what = batched ? "batched_powersgd hook" : "powersgd hook";
+      for (const auto* options : {&allreduce_phase, &compressing}) {
+        absl::StatusOr<std::unique_ptr<CommHook>> hook =
+            make_powersgd_hook(pg, *options, batched);
+        ASSERT_TRUE(hook.ok()) << hook.status();
+        expect_no_kernels_error(**hook, what);
+        expect_no_kernels_error(**hook, what);  // and again: no state changed
+      }
+    }
   });
 }
 

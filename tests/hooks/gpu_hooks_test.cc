@@ -8,18 +8,24 @@
 // bit for bit (same records, same float adds in rank order, the division on
 // the host); fp16 is not compared there, because on a device it casts
 // before ncclAvg divides (no device division), which rounds small values
-// twice.
+// twice. PowerSGD (both hooks, with and without error feedback/warm start)
+// is compared to 1e-4: its device path computes on a host copy, but NCCL may
+// sum the ranks' P and Q in another order than Gloo.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <string>
 #include <memory>
 #include <thread>
 #include <vector>
 
 #include "hooks/default_hooks.h"
 #include "hooks/int8_hook.h"
+#include "hooks/powersgd_hook.h"
 #include "process_group/nccl/nccl_backend.h"
 #include "store/hash_store.h"
 #include "store/prefix_store.h"
@@ -41,31 +47,47 @@ std::vector<float> gradients(int rank, int64_t n) {
   return v;
 }
 
+// How the bucket is laid out and how many steps the hook runs on it (one
+// hook, the bucket rewritten by each step: PowerSGD's error feedback and warm
+// start carry over).
+struct BucketLayout {
+  std::vector<int64_t> offsets = {0};
+  std::vector<Shape> shapes;  // empty: one flat gradient of the whole bucket
+  int steps = 1;
+};
+
 std::vector<float> run_hook(const HookFactory& make, std::shared_ptr<ProcessGroup> pg,
-                            Tensor buffer) {
+                            Tensor buffer, const BucketLayout& layout = {}) {
   std::unique_ptr<CommHook> hook = make(pg);
-  GradBucket bucket(0, true, buffer, {0}, {{buffer.numel()}}, {buffer});
-  std::shared_ptr<Future<Tensor>> f = hook->run(bucket);
-  absl::Status s = f->wait(std::chrono::seconds(60));
-  EXPECT_TRUE(s.ok()) << hook->name() << ": " << s;
-  if (!s.ok()) return {};
-  EXPECT_TRUE(f->value().shares_storage_with(buffer)) << "the result is the bucket itself";
+  std::vector<Shape> shapes = layout.shapes;
+  if (shapes.empty()) shapes = {{buffer.numel()}};
+  GradBucket bucket(0, true, buffer, layout.offsets, shapes, {buffer});
+  for (int step = 0; step < layout.steps; ++step) {
+    std::shared_ptr<Future<Tensor>> f = hook->run(bucket);
+    absl::Status s = f->wait(std::chrono::seconds(60));
+    EXPECT_TRUE(s.ok()) << hook->name() << " step " << step << ": " << s;
+    if (!s.ok()) return {};
+    EXPECT_TRUE(f->value().shares_storage_with(buffer)) << "the result is the bucket itself";
+  }
   Tensor host = Tensor::zeros(buffer.shape(), buffer.dtype());
   EXPECT_TRUE(host.copy_from(buffer).ok());
   return host.to_float_vector();
 }
 
 // Each rank's result with CPU buckets over Gloo.
-std::vector<std::vector<float>> on_cpu(const HookFactory& make, int world, int64_t n) {
+std::vector<std::vector<float>> on_cpu(const HookFactory& make, int world, int64_t n,
+                                       const BucketLayout& layout = {}) {
   std::vector<std::vector<float>> out(world);
   testing::run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
-    out[pg->rank()] = run_hook(make, pg, Tensor::from_vector(gradients(pg->rank(), n)));
+    out[pg->rank()] =
+        run_hook(make, pg, Tensor::from_vector(gradients(pg->rank(), n)), layout);
   });
   return out;
 }
 
 // Each rank's result with buckets on cuda:rank over NCCL.
-std::vector<std::vector<float>> on_gpu(const HookFactory& make, int world, int64_t n) {
+std::vector<std::vector<float>> on_gpu(const HookFactory& make, int world, int64_t n,
+                                       const BucketLayout& layout = {}) {
   std::vector<std::vector<float>> out(world);
   auto store = std::make_shared<HashStore>(testing::kHookTestTimeout);
   std::vector<std::thread> threads;
@@ -81,7 +103,7 @@ std::vector<std::vector<float>> on_gpu(const HookFactory& make, int world, int64
       absl::StatusOr<Tensor> dev = Tensor::empty({n}, DType::kFloat32, Device::cuda(r));
       ASSERT_TRUE(dev.ok()) << dev.status();
       ASSERT_TRUE(dev->copy_from(host).ok());
-      out[r] = run_hook(make, pg, *dev);
+      out[r] = run_hook(make, pg, *dev, layout);
     });
   }
   for (auto& t : threads) t.join();
@@ -96,6 +118,23 @@ void expect_gpu_equals_cpu(const HookFactory& make, int world, int64_t n) {
     ASSERT_EQ(cpu[r].size(), static_cast<size_t>(n)) << "rank " << r;
     EXPECT_EQ(0, memcmp(gpu[r].data(), cpu[r].data(), n * sizeof(float)))
         << "rank " << r << ": the CUDA bucket's result differs from the CPU bucket's";
+  }
+}
+
+// PowerSGD on a device bucket: to 1e-4 of the CPU bucket's result (relative
+// to the value's magnitude, at least 1), since NCCL and Gloo may add the
+// ranks' P and Q in different orders.
+void expect_gpu_near_cpu(const HookFactory& make, int world, int64_t n,
+                         const BucketLayout& layout) {
+  std::vector<std::vector<float>> cpu = on_cpu(make, world, n, layout);
+  std::vector<std::vector<float>> gpu = on_gpu(make, world, n, layout);
+  for (int r = 0; r < world; ++r) {
+    ASSERT_EQ(gpu[r].size(), static_cast<size_t>(n)) << "rank " << r;
+    ASSERT_EQ(cpu[r].size(), static_cast<size_t>(n)) << "rank " << r;
+    for (int64_t i = 0; i < n; ++i) {
+      const float tolerance = 1e-4f * std::max(1.0f, std::fabs(cpu[r][i]));
+      ASSERT_NEAR(gpu[r][i], cpu[r][i], tolerance) << "rank " << r << " element " << i;
+    }
   }
 }
 
@@ -119,6 +158,53 @@ const HookFactory kInt8 = [](std::shared_ptr<ProcessGroup> pg) -> std::unique_pt
   EXPECT_TRUE(hook.ok()) << hook.status();
   return hook.ok() ? std::move(*hook) : nullptr;
 };
+
+HookFactory powersgd(std::map<std::string, std::string> options, bool batched) {
+  return [options, batched](std::shared_ptr<ProcessGroup> pg) -> std::unique_ptr<CommHook> {
+    auto hook = make_powersgd_hook(pg, options, batched);
+    EXPECT_TRUE(hook.ok()) << hook.status();
+    return hook.ok() ? std::move(*hook) : nullptr;
+  };
+}
+
+// A 64x48 matrix (compressed at rank 2), a flat 37-element bias (sent
+// uncompressed) and a 20x30 matrix: 3709 elements.
+BucketLayout powersgd_layout(int steps) {
+  BucketLayout layout;
+  layout.offsets = {0, 64 * 48, 64 * 48 + 37};
+  layout.shapes = {{64, 48}, {37}, {20, 30}};
+  layout.steps = steps;
+  return layout;
+}
+constexpr int64_t kPowerSGDNumel = 64 * 48 + 37 + 20 * 30;
+
+// Compressing from the first step, and with error feedback and warm start
+// (two allreduce steps, then three compressed ones).
+const std::map<std::string, std::string> kPlainPowerSGD = {
+    {"rank", "2"}, {"start_iter", "0"}, {"use_error_feedback", "0"}, {"warm_start", "0"}};
+const std::map<std::string, std::string> kFeedbackPowerSGD = {{"rank", "2"},
+                                                              {"start_iter", "2"}};
+
+void expect_powersgd_gpu_near_cpu(int world) {
+  for (bool batched : {false, true}) {
+    SCOPED_TRACE(batched ? "batched_powersgd" : "powersgd");
+    expect_gpu_near_cpu(powersgd(kPlainPowerSGD, batched), world, kPowerSGDNumel,
+                        powersgd_layout(1));
+    expect_gpu_near_cpu(powersgd(kFeedbackPowerSGD, batched), world, kPowerSGDNumel,
+                        powersgd_layout(5));
+  }
+}
+
+TEST(HooksOnOneGpu, PowerSGDMatchesTheCpu) {
+  DDPX_SKIP_WITHOUT_GPU();
+  expect_powersgd_gpu_near_cpu(1);
+}
+
+TEST(HooksOnTwoGpus, PowerSGDMatchesTheCpu) {
+  DDPX_SKIP_WITHOUT_GPU();
+  if (gpu_count() < 2) GTEST_SKIP() << "NO GPU: needs 2 CUDA devices, found " << gpu_count();
+  expect_powersgd_gpu_near_cpu(2);
+}
 
 TEST(HooksOnOneGpu, Fp16Bf16AndWrapperMatchTheCpuBitForBit) {
   DDPX_SKIP_WITHOUT_GPU();
