@@ -31,6 +31,7 @@
 #include "gloo/transport/tcp/device.h"
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/store_adapter.h"
+#include "store/prefix_store.h"
 #include "store/tcp_store.h"
 
 ABSL_FLAG(int, nproc, 2, "ranks (forked processes)");
@@ -288,7 +289,8 @@ int run_rank(int rank, int nproc, int port) {
   auto device = gloo::transport::tcp::CreateDevice(attr);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, nproc);
   context->setTimeout(std::chrono::seconds(120));
-  GlooStoreAdapter adapter(*shared, "raw/");
+  PrefixStore raw_store("raw", shared);
+  GlooStoreAdapter adapter(raw_store);
   context->connectFullMesh(adapter, device);
 
   Job job{rank, nproc, *ours, std::make_unique<RawGloo>(context)};

@@ -16,6 +16,7 @@
 #include "process_group/gloo/gloo_internal.h"
 #include "process_group/gloo/reduce_kernels.h"
 #include "process_group/gloo/store_adapter.h"
+#include "store/prefix_store.h"
 
 namespace ddpx {
 
@@ -82,7 +83,8 @@ absl::Status GlooBackend::connect() {
       stage = absl::StrCat("connecting context ", k, " of ", num_contexts);
       auto context = std::make_shared<gloo::rendezvous::Context>(rank(), size());
       context->setTimeout(timeout_);
-      GlooStoreAdapter adapter(*store_, absl::StrCat(key_prefix_, "ctx", k, "/"));
+      PrefixStore context_store(absl::StrCat(key_prefix_, "ctx", k), store_);
+      GlooStoreAdapter adapter(context_store);
       context->connectFullMesh(adapter, device_);
       if (k < options_.num_workers) {
         worker_contexts_.push_back(std::move(context));

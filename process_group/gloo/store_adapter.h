@@ -15,12 +15,10 @@ namespace ddpx {
 
 // Gloo's store interface reports failures by throwing; this adapter throws
 // gloo::IoException carrying our Status message (key and timeout included).
-// Every key is put under `prefix`, so several Gloo contexts can rendezvous
-// on one store.
+// To let several Gloo contexts rendezvous on one store, hand it a PrefixStore.
 class GlooStoreAdapter : public gloo::rendezvous::Store {
  public:
-  GlooStoreAdapter(ddpx::Store& store, std::string prefix)
-      : store_(store), prefix_(std::move(prefix)) {}
+  explicit GlooStoreAdapter(ddpx::Store& store) : store_(store) {}
 
   void set(const std::string& key, const std::vector<char>& data) override;
   std::vector<char> get(const std::string& key) override;
@@ -29,10 +27,7 @@ class GlooStoreAdapter : public gloo::rendezvous::Store {
             const std::chrono::milliseconds& timeout) override;
 
  private:
-  std::vector<std::string> prefixed(const std::vector<std::string>& keys) const;
-
   ddpx::Store& store_;
-  const std::string prefix_;
 };
 
 }  // namespace ddpx
