@@ -28,6 +28,15 @@ class CommHook {
   // value is a tensor with the buffer's dtype and numel holding the gradients
   // averaged over ranks; DDP copies it back into the parameters' gradients.
   virtual std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) = 0;
+  // Whether run() may issue collectives after it has returned, from its
+  // futures' callbacks on communication threads (PowerSGD allreduces Q once
+  // P's allreduce is done; int8 allgathers after its alltoall). Such
+  // collectives would interleave differently on different ranks if the next
+  // bucket's hook were already running, so the reducer then launches bucket
+  // k+1 only after bucket k's future has completed. Hooks that issue every
+  // collective inside run() say false and get full overlap. An unknown hook
+  // is assumed to.
+  virtual bool issues_collectives_after_run() const { return true; }
   // Hook state (PowerSGD's error feedback, warm-start Qs, iteration), so a
   // resumed run continues as if it had not stopped. Stateless hooks write
   // nothing.

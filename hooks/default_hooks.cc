@@ -14,6 +14,7 @@ class AllreduceHook : public CountingHook {
   explicit AllreduceHook(std::shared_ptr<ProcessGroup> pg) : pg_(std::move(pg)) {}
   std::string name() const override { return "allreduce"; }
   HookStats stats() const override { return counter_.snapshot(); }
+  bool issues_collectives_after_run() const override { return false; }
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     const Tensor& buffer = bucket.buffer();
@@ -38,6 +39,7 @@ class CompressHook : public CountingHook {
     return wire_dtype_ == DType::kFloat16 ? "fp16" : "bf16";
   }
   HookStats stats() const override { return counter_.snapshot(); }
+  bool issues_collectives_after_run() const override { return false; }
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     const Tensor buffer = bucket.buffer();
@@ -73,6 +75,9 @@ class CompressWrapper : public CountingHook {
       : inner_(std::move(inner)), dtype_(dtype) {}
   std::string name() const override {
     return absl::StrCat(dtype_ == DType::kFloat16 ? "fp16" : "bf16", "+", inner_->name());
+  }
+  bool issues_collectives_after_run() const override {
+    return inner_->issues_collectives_after_run();
   }
   // Traffic is the inner hook's; input and baseline are the original
   // (wide) bucket's, so the ratio shows the cast's saving too.
@@ -124,6 +129,7 @@ class NoopHook : public CountingHook {
  public:
   std::string name() const override { return "noop"; }
   HookStats stats() const override { return counter_.snapshot(); }
+  bool issues_collectives_after_run() const override { return false; }
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     counter_.add_call(bucket.buffer().nbytes(), 0);
     return Future<Tensor>::ready(bucket.buffer());

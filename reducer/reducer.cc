@@ -288,7 +288,8 @@ std::shared_ptr<Future<Tensor>> Reducer::run_hook(GradBucket& bucket) {
 }
 
 bool Reducer::serialize_launches() const {
-  return hook_ != nullptr && !options_.overlap_hook_launches;
+  return hook_ != nullptr && hook_->issues_collectives_after_run() &&
+         !options_.overlap_hook_launches;
 }
 
 std::unique_ptr<GradBucket> Reducer::make_grad_bucket(size_t b, const Tensor& buffer) {
@@ -307,11 +308,11 @@ void Reducer::launch_bucket(size_t b) {
 
 void Reducer::launch_ready_buckets() {
   // Strictly in bucket order, so every rank issues the same collectives in
-  // the same order whatever order its gradients arrive in. A registered hook
-  // may issue collectives from its futures' callbacks (PowerSGD's Q after
-  // P), on communication threads: launching the next bucket while that can
-  // still happen would let ranks interleave them differently, so the next
-  // hook starts only once the previous bucket's future is complete.
+  // the same order whatever order its gradients arrive in. A hook that
+  // issues collectives from its futures' callbacks (PowerSGD's Q after P),
+  // on communication threads, could interleave them differently with the
+  // next bucket's on different ranks, so for such a hook the next one
+  // starts only once the previous bucket's future is complete.
   while (next_to_launch_ < buckets_.size() && buckets_[next_to_launch_].pending == 0) {
     if (serialize_launches() && next_to_launch_ > 0 &&
         !buckets_[next_to_launch_ - 1].result->is_completed()) {

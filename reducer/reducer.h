@@ -57,10 +57,10 @@ struct ReducerOptions {
   // finalize, and no second copy of the gradients in memory.
   bool gradient_as_bucket_view = false;
   bool find_unused_parameters = false;
-  // With a registered hook, bucket k+1's hook starts only after bucket k's
-  // future completed, because hooks may issue collectives from callbacks
-  // (see launch_ready_buckets). Set this when the hook issues every
-  // collective inside run() to let buckets' communication overlap.
+  // A hook whose issues_collectives_after_run() is true (PowerSGD, int8,
+  // unknown hooks) starts bucket k+1 only after bucket k's future completed
+  // (see launch_ready_buckets). Set this to overlap them anyway when you
+  // know a custom hook issues every collective inside run().
   bool overlap_hook_launches = false;
 };
 
