@@ -171,22 +171,23 @@ absl::Status FileStore::wait(const std::vector<std::string>& keys,
   }
 }
 
-absl::StatusOr<Bytes> FileStore::get(const std::string& key) {
-  absl::StatusOr<std::vector<Bytes>> v = multi_get({key});
+absl::StatusOr<Bytes> FileStore::get(const std::string& key,
+                                     std::chrono::milliseconds timeout) {
+  absl::StatusOr<std::vector<Bytes>> v = multi_get({key}, timeout);
   if (!v.ok()) return v.status();
   return std::move((*v)[0]);
 }
 
 absl::StatusOr<std::vector<Bytes>> FileStore::multi_get(
-    const std::vector<std::string>& keys) {
-  absl::Status s = wait(keys, timeout());
+    const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  absl::Status s = wait(keys, timeout);
   if (!s.ok()) return s;
   DDPX_LOCK_OR_RETURN(LOCK_SH);
   std::vector<Bytes> values;
   for (const auto& k : keys) {
     auto it = data_.find(k);
     // Deleted between the wait and now: treat like a timeout on that key.
-    if (it == data_.end()) return wait_timeout_error({k}, timeout());
+    if (it == data_.end()) return wait_timeout_error({k}, timeout);
     values.push_back(it->second);
   }
   return values;

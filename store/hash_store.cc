@@ -41,10 +41,11 @@ std::vector<std::string> HashStore::wait_locked(
   return still;
 }
 
-absl::StatusOr<Bytes> HashStore::get(const std::string& key) {
+absl::StatusOr<Bytes> HashStore::get(const std::string& key,
+                                     std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(state_->mu);
-  std::vector<std::string> missing = wait_locked(lock, {key}, timeout());
-  if (!missing.empty()) return wait_timeout_error(missing, timeout());
+  std::vector<std::string> missing = wait_locked(lock, {key}, timeout);
+  if (!missing.empty()) return wait_timeout_error(missing, timeout);
   return state_->data[key];
 }
 
@@ -106,10 +107,10 @@ absl::StatusOr<int64_t> HashStore::num_keys() {
 }
 
 absl::StatusOr<std::vector<Bytes>> HashStore::multi_get(
-    const std::vector<std::string>& keys) {
+    const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
   std::unique_lock<std::mutex> lock(state_->mu);
-  std::vector<std::string> missing = wait_locked(lock, keys, timeout());
-  if (!missing.empty()) return wait_timeout_error(missing, timeout());
+  std::vector<std::string> missing = wait_locked(lock, keys, timeout);
+  if (!missing.empty()) return wait_timeout_error(missing, timeout);
   std::vector<Bytes> values;
   values.reserve(keys.size());
   for (const auto& k : keys) values.push_back(state_->data[k]);

@@ -17,7 +17,9 @@ class HashStore : public Store {
   explicit HashStore(std::chrono::milliseconds timeout = kDefaultTimeout);
 
   absl::Status set(const std::string& key, const Bytes& value) override;
-  absl::StatusOr<Bytes> get(const std::string& key) override;
+  absl::StatusOr<Bytes> get(const std::string& key,
+                            std::chrono::milliseconds timeout) override;
+  using Store::get;
   absl::StatusOr<int64_t> add(const std::string& key, int64_t delta) override;
   absl::StatusOr<Bytes> compare_set(const std::string& key,
                                     const Bytes& expected,
@@ -29,7 +31,9 @@ class HashStore : public Store {
   absl::StatusOr<bool> delete_key(const std::string& key) override;
   absl::StatusOr<int64_t> num_keys() override;
   absl::StatusOr<std::vector<Bytes>> multi_get(
-      const std::vector<std::string>& keys) override;
+      const std::vector<std::string>& keys,
+      std::chrono::milliseconds timeout) override;
+  using Store::multi_get;
   absl::Status multi_set(const std::vector<std::string>& keys,
                          const std::vector<Bytes>& values) override;
   absl::Status append(const std::string& key, const Bytes& value) override;

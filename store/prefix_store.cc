@@ -25,9 +25,12 @@ absl::Status PrefixStore::set(const std::string& key, const Bytes& value) {
   return underlying_->set(join(key), value);
 }
 
-absl::StatusOr<Bytes> PrefixStore::get(const std::string& key) {
-  underlying_->set_timeout(timeout());
-  return underlying_->get(join(key));
+// Blocking calls pass the timeout along with the call: the underlying store
+// may be shared with other PrefixStores and threads, so its default timeout
+// is never touched.
+absl::StatusOr<Bytes> PrefixStore::get(const std::string& key,
+                                       std::chrono::milliseconds timeout) {
+  return underlying_->get(join(key), timeout);
 }
 
 absl::StatusOr<int64_t> PrefixStore::add(const std::string& key, int64_t delta) {
@@ -58,9 +61,8 @@ absl::StatusOr<int64_t> PrefixStore::num_keys() {
 }
 
 absl::StatusOr<std::vector<Bytes>> PrefixStore::multi_get(
-    const std::vector<std::string>& keys) {
-  underlying_->set_timeout(timeout());
-  return underlying_->multi_get(join(keys));
+    const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  return underlying_->multi_get(join(keys), timeout);
 }
 
 absl::Status PrefixStore::multi_set(const std::vector<std::string>& keys,

@@ -41,11 +41,19 @@ uint64_t read_u64(const uint8_t* p) {
 namespace {
 
 // Walks one frame. Used twice per request: once without copying to learn
-// whether the frame is complete (and how long it is), then once copying.
+// whether the frame is complete (and how long it is), then once copying its
+// keys and values into `target`.
 class Cursor {
  public:
-  Cursor(const uint8_t* data, size_t size, uint64_t max_length, bool copy)
-      : data_(data), size_(size), max_length_(max_length), copy_(copy) {}
+  Cursor(const uint8_t* data, size_t size, uint64_t max_length, Request* target)
+      : data_(data), size_(size), max_length_(max_length), target_(target) {}
+
+  // Trims the target's keys and values to those this frame carried.
+  void finish() {
+    if (target_ == nullptr) return;
+    target_->keys.resize(keys_used_);
+    target_->values.resize(values_used_);
+  }
 
   bool short_of_data() const { return need_ > 0; }
   size_t need() const { return need_; }
@@ -82,16 +90,9 @@ class Cursor {
     return true;
   }
 
-  bool string(const char* what, std::vector<std::string>* out) {
-    uint64_t len;
-    if (!length(what, &len)) return false;
-    if (!have(len)) return false;
-    if (copy_) {
-      out->emplace_back(reinterpret_cast<const char*>(data_ + pos_),
-                        static_cast<size_t>(len));
-    }
-    pos_ += static_cast<size_t>(len);
-    return true;
+  bool key() { return string("key", target_ ? &target_->keys : nullptr, &keys_used_); }
+  bool value(const char* what) {
+    return string(what, target_ ? &target_->values : nullptr, &values_used_);
   }
 
   // A key count: every key takes at least its 8-byte length prefix.
@@ -110,6 +111,26 @@ class Cursor {
   }
 
  private:
+  // Copies into the next slot of *out, overwriting a string an earlier
+  // request left there: a server decoding into one Request allocates nothing
+  // in the steady state.
+  bool string(const char* what, std::vector<std::string>* out, size_t* used) {
+    uint64_t len;
+    if (!length(what, &len)) return false;
+    if (!have(len)) return false;
+    if (out != nullptr) {
+      const char* bytes = reinterpret_cast<const char*>(data_ + pos_);
+      if (*used < out->size()) {
+        (*out)[*used].assign(bytes, static_cast<size_t>(len));
+      } else {
+        out->emplace_back(bytes, static_cast<size_t>(len));
+      }
+      ++*used;
+    }
+    pos_ += static_cast<size_t>(len);
+    return true;
+  }
+
   bool have(uint64_t n) {
     if (n > max_length_ || pos_ + n + 1 > max_length_) {
       // The frame (type byte + arguments) may not outgrow the limit either.
@@ -126,7 +147,9 @@ class Cursor {
   const uint8_t* data_;
   size_t size_;
   uint64_t max_length_;
-  bool copy_;
+  Request* target_;  // null while probing
+  size_t keys_used_ = 0;
+  size_t values_used_ = 0;
   size_t pos_ = 0;
   size_t need_ = 0;
   std::string error_;
@@ -144,17 +167,17 @@ bool walk_arguments(QueryType type, Cursor& c, Request* r) {
       return true;
     case QueryType::kSet:
     case QueryType::kAppend:
-      return c.string("key", &r->keys) && c.string("value", &r->values);
+      return c.key() && c.value("value");
     case QueryType::kCompareSet:
-      return c.string("key", &r->keys) &&
-             c.string("expected value", &r->values) &&
-             c.string("desired value", &r->values);
+      return c.key() &&
+             c.value("expected value") &&
+             c.value("desired value");
     case QueryType::kGet:
     case QueryType::kDeleteKey:
-      return c.string("key", &r->keys);
+      return c.key();
     case QueryType::kAdd: {
       uint64_t delta;
-      if (!c.string("key", &r->keys) || !c.u64(&delta)) return false;
+      if (!c.key() || !c.u64(&delta)) return false;
       r->delta = static_cast<int64_t>(delta);
       return true;
     }
@@ -164,7 +187,7 @@ bool walk_arguments(QueryType type, Cursor& c, Request* r) {
       uint64_t n;
       if (!c.count(&n)) return false;
       for (uint64_t i = 0; i < n; ++i) {
-        if (!c.string("key", &r->keys)) return false;
+        if (!c.key()) return false;
       }
       return true;
     }
@@ -172,7 +195,7 @@ bool walk_arguments(QueryType type, Cursor& c, Request* r) {
       uint64_t n;
       if (!c.count(&n)) return false;
       for (uint64_t i = 0; i < n; ++i) {
-        if (!c.string("key", &r->keys) || !c.string("value", &r->values)) {
+        if (!c.key() || !c.value("value")) {
           return false;
         }
       }
@@ -180,6 +203,18 @@ bool walk_arguments(QueryType type, Cursor& c, Request* r) {
     }
   }
   return c.fail("unreachable query type");
+}
+
+void release_if_large(std::vector<std::string>* strings) {
+  constexpr size_t kMaxKeptStrings = 256;
+  constexpr size_t kMaxKeptBytes = 64 << 10;
+  if (strings->capacity() > kMaxKeptStrings) {
+    std::vector<std::string>().swap(*strings);
+    return;
+  }
+  for (std::string& s : *strings) {
+    if (s.capacity() > kMaxKeptBytes) std::string().swap(s);
+  }
 }
 
 }  // namespace
@@ -201,7 +236,7 @@ FrameDecoder::Result FrameDecoder::decode(const uint8_t* data, size_t size,
 
   // Pass 1: is the whole frame here, and is it well formed?
   Request scratch;
-  Cursor probe(data + 1, size - 1, max_length_, /*copy=*/false);
+  Cursor probe(data + 1, size - 1, max_length_, /*target=*/nullptr);
   walk_arguments(type, probe, &scratch);
   if (probe.failed()) {
     result.outcome = Outcome::kMalformed;
@@ -214,11 +249,18 @@ FrameDecoder::Result FrameDecoder::decode(const uint8_t* data, size_t size,
     return result;
   }
 
-  // Pass 2: copy the arguments out.
-  *request = Request();
+  // Pass 2: copy the arguments out, into the storage the previous request
+  // left unless that is large: one huge value or key list must not stay
+  // allocated for the life of the connection.
+  release_if_large(&request->keys);
+  release_if_large(&request->values);
   request->type = type;
-  Cursor copy(data + 1, size - 1, max_length_, /*copy=*/true);
+  request->magic = 0;
+  request->nonce = 0;
+  request->delta = 0;
+  Cursor copy(data + 1, size - 1, max_length_, request);
   walk_arguments(type, copy, request);
+  copy.finish();
   result.outcome = Outcome::kComplete;
   result.consumed = copy.pos() + 1;
   return result;

@@ -91,7 +91,9 @@ class FrameDecoder {
   explicit FrameDecoder(uint64_t max_length = kDefaultMaxLength)
       : max_length_(max_length) {}
 
-  // On kComplete fills *request.
+  // On kComplete overwrites every field of *request. Passing the same Request
+  // again and again reuses its strings' storage (no allocation per request
+  // once they are large enough).
   Result decode(const uint8_t* data, size_t size, Request* request) const;
 
   uint64_t max_length() const { return max_length_; }

@@ -9,8 +9,9 @@ Bytes to_bytes(absl::string_view s) { return Bytes(s.begin(), s.end()); }
 
 std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); }
 
-absl::StatusOr<std::string> Store::get_string(const std::string& key) {
-  absl::StatusOr<Bytes> value = get(key);
+absl::StatusOr<std::string> Store::get_string(const std::string& key,
+                                             std::chrono::milliseconds timeout) {
+  absl::StatusOr<Bytes> value = get(key, timeout);
   if (!value.ok()) return value.status();
   return to_string(*value);
 }

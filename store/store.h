@@ -38,9 +38,14 @@ class Store {
   // Sets `key` to `value`, waking anyone waiting for it.
   virtual absl::Status set(const std::string& key, const Bytes& value) = 0;
 
-  // Blocks until `key` exists or timeout() passes (DeadlineExceeded naming the
-  // key and the timeout).
-  virtual absl::StatusOr<Bytes> get(const std::string& key) = 0;
+  // Blocks until `key` exists or `timeout` passes (DeadlineExceeded naming the
+  // key and the timeout). The timeout is this call's own: it neither reads
+  // nor changes the store's default, so threads (or PrefixStores) sharing one
+  // store can each wait as long as they need.
+  virtual absl::StatusOr<Bytes> get(const std::string& key,
+                                    std::chrono::milliseconds timeout) = 0;
+  // The same with the store's default timeout().
+  absl::StatusOr<Bytes> get(const std::string& key) { return get(key, timeout()); }
 
   // Atomically adds `delta` to the int64 counter at `key` (created at 0) and
   // returns the new value. The value is stored as its decimal text, as torch
@@ -70,9 +75,12 @@ class Store {
 
   virtual absl::StatusOr<int64_t> num_keys() = 0;
 
-  // Blocks (like get) until every key exists.
+  // Blocks (like get) until every key exists or `timeout` passes.
   virtual absl::StatusOr<std::vector<Bytes>> multi_get(
-      const std::vector<std::string>& keys) = 0;
+      const std::vector<std::string>& keys, std::chrono::milliseconds timeout) = 0;
+  absl::StatusOr<std::vector<Bytes>> multi_get(const std::vector<std::string>& keys) {
+    return multi_get(keys, timeout());
+  }
   virtual absl::Status multi_set(const std::vector<std::string>& keys,
                                  const std::vector<Bytes>& values) = 0;
 
@@ -85,8 +93,9 @@ class Store {
   std::chrono::milliseconds timeout() const {
     return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
   }
-  // Atomic: a store shared by threads (a PrefixStore's underlying store) may
-  // have its timeout set while another thread reads it.
+  // The default for calls given no timeout. Atomic: a store shared by threads
+  // may have its default set while another thread reads it; a caller that
+  // wants a different timeout for one call passes it to that call instead.
   void set_timeout(std::chrono::milliseconds timeout) {
     timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
   }
@@ -98,7 +107,11 @@ class Store {
   absl::Status set(const std::string& key, const char* value) {
     return set(key, to_bytes(value));
   }
-  absl::StatusOr<std::string> get_string(const std::string& key);
+  absl::StatusOr<std::string> get_string(const std::string& key) {
+    return get_string(key, timeout());
+  }
+  absl::StatusOr<std::string> get_string(const std::string& key,
+                                         std::chrono::milliseconds timeout);
 
  private:
   std::atomic<int64_t> timeout_ms_;

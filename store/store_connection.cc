@@ -173,30 +173,60 @@ absl::Status StoreConnection::send(const std::string& bytes, Clock::time_point d
   return absl::OkStatus();
 }
 
-absl::Status StoreConnection::recv(size_t n, std::string* out, Clock::time_point deadline) {
-  out->resize(n);
-  size_t off = 0;
-  while (off < n) {
-    ssize_t got = ::recv(fd_, &(*out)[off], n - off, 0);
-    if (got > 0) {
-      off += static_cast<size_t>(got);
-      continue;
-    }
-    if (got == 0) {
-      return absl::UnavailableError(absl::StrCat(
-          "store: the server at ", server_, " closed the connection"));
-    }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      return errno_status(absl::StrCat("store: receiving from the server at ", server_),
-                          errno);
-    }
+absl::StatusOr<size_t> StoreConnection::recv_some(char* dst, size_t room,
+                                                  Clock::time_point deadline) {
+  for (;;) {
+    // Wait first: right after a request the reply is rarely there yet, and
+    // a recv that ends in EAGAIN would be one more syscall per exchange.
     absl::StatusOr<bool> ready = wait_for(fd_, POLLIN, deadline);
     if (!ready.ok()) return ready.status();
     if (!*ready) {
       return absl::DeadlineExceededError(
           absl::StrCat("store: timed out waiting for a reply from ", server_));
     }
+    ssize_t got = ::recv(fd_, dst, room, 0);
+    if (got > 0) return static_cast<size_t>(got);
+    if (got == 0) {
+      return absl::UnavailableError(absl::StrCat(
+          "store: the server at ", server_, " closed the connection"));
+    }
+    if (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK) continue;
+    return errno_status(absl::StrCat("store: receiving from the server at ", server_),
+                        errno);
+  }
+}
+
+absl::Status StoreConnection::recv(size_t n, std::string* out, Clock::time_point deadline) {
+  out->resize(n);
+  // What an earlier read already brought in comes first.
+  size_t off = std::min(n, in_.size() - in_pos_);
+  if (off > 0) std::memcpy(&(*out)[0], in_.data() + in_pos_, off);
+  in_pos_ += off;
+  while (off < n) {
+    if (n - off >= kReadChunk) {
+      // A large value: straight into *out, no copy through the buffer.
+      absl::StatusOr<size_t> got = recv_some(&(*out)[off], n - off, deadline);
+      if (!got.ok()) return got.status();
+      off += *got;
+      continue;
+    }
+    // A small rest: read a chunk, so that one recv takes a whole reply (a
+    // GET's length and value) and the next read needs no syscall.
+    in_.resize(kReadChunk);
+    absl::StatusOr<size_t> got = recv_some(&in_[0], in_.size(), deadline);
+    if (!got.ok()) {
+      in_.clear();
+      in_pos_ = 0;
+      return got.status();
+    }
+    in_.resize(*got);
+    in_pos_ = std::min(n - off, *got);
+    std::memcpy(&(*out)[off], in_.data(), in_pos_);
+    off += in_pos_;
+  }
+  if (in_pos_ == in_.size()) {
+    in_.clear();
+    in_pos_ = 0;
   }
   return absl::OkStatus();
 }

@@ -31,6 +31,8 @@ class StoreConnection {
   absl::Status send(const std::string& bytes, Clock::time_point deadline);
   // Reads exactly n bytes into *out. DeadlineExceeded when the deadline
   // passes first; Unavailable when the server closes the connection.
+  // Replies are read through a small buffer, so bytes of the next reply
+  // that arrived together with this one wait there for the next call.
   absl::Status recv(size_t n, std::string* out, Clock::time_point deadline);
   absl::StatusOr<uint8_t> recv_u8(Clock::time_point deadline);
   absl::StatusOr<int64_t> recv_i64(Clock::time_point deadline);
@@ -45,9 +47,17 @@ class StoreConnection {
   static absl::StatusOr<int> connect_once(const std::string& host, uint16_t port,
                                           Clock::time_point deadline);
   absl::Status handshake(Clock::time_point deadline);
+  // One recv of at most `room` bytes once the socket is readable.
+  absl::StatusOr<size_t> recv_some(char* dst, size_t room, Clock::time_point deadline);
+
+  // Reads below this size go through in_; larger rests go straight to the
+  // caller's string.
+  static constexpr size_t kReadChunk = 16 << 10;
 
   int fd_;
   std::string server_;
+  std::string in_;     // received bytes not yet handed out, from in_pos_
+  size_t in_pos_ = 0;
 };
 
 }  // namespace ddpx

@@ -1,6 +1,7 @@
 #include "store/store_state.h"
 
 #include <algorithm>
+#include <charconv>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -71,7 +72,14 @@ absl::Status StoreState::apply(ClientId client, const protocol::Request& r,
       // Wrapping like the two's complement hardware does, never UB.
       value = static_cast<int64_t>(static_cast<uint64_t>(value) +
                                    static_cast<uint64_t>(r.delta));
-      store(r.keys[0], absl::StrCat(value), woken);
+      char text[24];  // the decimal text torch stores; no heap round trip
+      const char* end = std::to_chars(text, text + sizeof(text), value).ptr;
+      const absl::string_view decimal(text, static_cast<size_t>(end - text));
+      if (it != data_.end()) {
+        it->second.assign(decimal.data(), decimal.size());
+      } else {
+        store(r.keys[0], decimal, woken);
+      }
       w.i64(value);
       return absl::OkStatus();
     }
@@ -121,10 +129,22 @@ absl::Status StoreState::apply(ClientId client, const protocol::Request& r,
   return absl::InvalidArgumentError("unknown query type");
 }
 
-void StoreState::store(const std::string& key, std::string value,
+void StoreState::store(const std::string& key, absl::string_view value,
                        std::vector<ClientId>* woken) {
-  auto inserted = data_.insert_or_assign(key, std::move(value));
-  if (inserted.second) key_created(key, woken);
+  auto it = data_.find(key);
+  if (it != data_.end()) {
+    // Reuse a small value's storage; a large one is replaced, so a key once
+    // set to megabytes does not keep them after being set to a byte.
+    constexpr size_t kReusedBytes = 64 << 10;
+    if (it->second.capacity() <= kReusedBytes) {
+      it->second.assign(value.data(), value.size());
+    } else {
+      it->second = std::string(value);
+    }
+    return;
+  }
+  data_.emplace(key, std::string(value));
+  key_created(key, woken);
 }
 
 void StoreState::key_created(const std::string& key, std::vector<ClientId>* woken) {

@@ -6,10 +6,11 @@
 
 #include <cstdint>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "store/protocol.h"
 
 namespace ddpx {
@@ -40,7 +41,9 @@ class StoreState {
     std::vector<std::string> keys;  // the keys it is still registered on
   };
 
-  void store(const std::string& key, std::string value,
+  // Sets `key`, reusing the storage of the (small) value it replaces: no
+  // allocation when a key is overwritten with a value no longer than before.
+  void store(const std::string& key, absl::string_view value,
              std::vector<ClientId>* woken);
   // A key appeared: count it off every wait registered on it.
   void key_created(const std::string& key, std::vector<ClientId>* woken);
@@ -48,9 +51,11 @@ class StoreState {
                   std::string* reply);
   void cancel_wait(ClientId client);
 
-  std::unordered_map<std::string, std::string> data_;
-  std::unordered_map<std::string, std::vector<ClientId>> waiters_;
-  std::unordered_map<ClientId, PendingWait> waits_;
+  // Open addressing: a lookup is one probe sequence in one array, and
+  // string_view keys are looked up without building a std::string.
+  absl::flat_hash_map<std::string, std::string> data_;
+  absl::flat_hash_map<std::string, std::vector<ClientId>> waiters_;
+  absl::flat_hash_map<ClientId, PendingWait> waits_;
 };
 
 }  // namespace ddpx

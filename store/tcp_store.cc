@@ -109,13 +109,14 @@ absl::Status TCPStore::set(const std::string& key, const Bytes& value) {
   return s;
 }
 
-absl::StatusOr<Bytes> TCPStore::get(const std::string& key) {
+absl::StatusOr<Bytes> TCPStore::get(const std::string& key,
+                                    std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::Status s = wait_locked({wire(key)}, {key}, timeout());
+  absl::Status s = wait_locked({wire(key)}, {key}, timeout);
   if (!s.ok()) return s;
   std::string frame;
   FrameWriter(&frame).query(QueryType::kGet).bytes(wire(key));
-  Deadline deadline = deadline_after(timeout());
+  Deadline deadline = deadline_after(timeout);
   s = send_locked(frame, deadline);
   if (!s.ok()) return annotate(s, absl::StrCat("store: get('", key, "')"));
   absl::StatusOr<std::string> value = conn_->recv_bytes(deadline);
@@ -283,17 +284,18 @@ absl::StatusOr<int64_t> TCPStore::num_keys() {
   return n;
 }
 
-absl::StatusOr<std::vector<Bytes>> TCPStore::multi_get(const std::vector<std::string>& keys) {
+absl::StatusOr<std::vector<Bytes>> TCPStore::multi_get(const std::vector<std::string>& keys,
+                                                       std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> wire_keys;
   for (const auto& k : keys) wire_keys.push_back(wire(k));
-  absl::Status s = wait_locked(wire_keys, keys, timeout());
+  absl::Status s = wait_locked(wire_keys, keys, timeout);
   if (!s.ok()) return s;
   std::string frame;
   FrameWriter w(&frame);
   w.query(QueryType::kMultiGet).u64(keys.size());
   for (const auto& k : wire_keys) w.bytes(k);
-  Deadline deadline = deadline_after(timeout());
+  Deadline deadline = deadline_after(timeout);
   s = send_locked(frame, deadline);
   if (!s.ok()) return annotate(s, "store: multi_get");
   std::vector<Bytes> values;

@@ -8,14 +8,21 @@
 // (store_bench_swarm.h) loads each in turn. Measures: rendezvous of N
 // clients (connect, validate, ADD a counter, WAIT on a barrier), closed-loop
 // set/get/add throughput and latency with 1/16/256 clients, and server RSS
-// per idle connection. Last line: RESULT key=value ...
+// per idle connection. The closed loop also runs against a canned-reply
+// responder that does only the socket work (store_bench_floor.h): the most
+// any server can do with this load generator on this machine. Last line:
+// RESULT key=value ...
 #include <dirent.h>
 #include <sys/resource.h>
+
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -23,6 +30,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "examples/benchmarks/store_bench_floor.h"
 #include "examples/benchmarks/store_bench_swarm.h"
 #include "tests/store/subprocess.h"
 
@@ -35,6 +43,10 @@ ABSL_FLAG(int, torch_max_rendezvous, 256,
 ABSL_FLAG(std::string, clients, "1,16,256", "client counts for the op benchmark");
 ABSL_FLAG(std::string, python, "python3", "python with torch, for the anchor");
 ABSL_FLAG(bool, torch, true, "compare against torch's server when importable");
+ABSL_FLAG(bool, floor, true,
+          "also measure the floor: a canned-reply responder doing only the socket "
+          "work (store_bench_floor.h), the best any server could do here");
+ABSL_FLAG(bool, floor_server, false, "internal: run as the floor responder");
 
 namespace ddpx {
 namespace {
@@ -165,7 +177,12 @@ double kib_per_idle_connection(Server& fresh, int n) {
   return (rss_kib(fresh.process->pid()) - before) / n;
 }
 
-double ratio(double ours, double theirs) { return ours / theirs; }
+// This binary, to start it again as the floor responder.
+std::string self_path() {
+  char path[4096];
+  ssize_t n = readlink("/proc/self/exe", path, sizeof(path) - 1);
+  return n > 0 ? std::string(path, static_cast<size_t>(n)) : "/proc/self/exe";
+}
 
 }  // namespace
 }  // namespace ddpx
@@ -173,6 +190,7 @@ double ratio(double ours, double theirs) { return ours / theirs; }
 int main(int argc, char** argv) {
   using namespace ddpx;
   absl::ParseCommandLine(argc, argv);
+  if (absl::GetFlag(FLAGS_floor_server)) return bench::run_canned_reply_server();
   raise_fd_limit();
   {
     // Other work on the machine skews every figure; say how busy it was.
@@ -262,54 +280,94 @@ int main(int argc, char** argv) {
     std::printf("\n");
   }
 
+  // The same closed loop against our server, torch's and the floor (a
+  // canned-reply responder doing only the socket work; see
+  // store_bench_floor.h), each with its process CPU per op.
+  std::vector<Server*> targets;
+  for (Server& s : servers) targets.push_back(&s);
+  std::optional<Server> floor;
+  if (absl::GetFlag(FLAGS_floor)) {
+    auto f = start("floor", {self_path(), "--floor_server"});
+    if (f.ok()) {
+      floor = std::move(*f);
+      targets.push_back(&*floor);
+    } else {
+      std::printf("floor server unavailable: %s\n", f.status().ToString().c_str());
+    }
+  }
   std::printf("\n== closed-loop ops (64-byte values; set = SET+PING) ==\n");
-  double ours_ops_16 = NAN, torch_ops_16 = NAN;
-  double ours_cpu_us_16 = NAN, torch_cpu_us_16 = NAN;
+  std::printf("server CPU = the server process's CPU per op; client CPU = the load "
+              "generator's (one thread) per op\n");
+  struct Totals {
+    uint64_t ops = 0;
+    double seconds = 0, server_cpu_ns = 0, client_cpu_s = 0;
+    double ops_per_s() const { return ops / seconds; }
+    double server_us() const { return server_cpu_ns / 1e3 / ops; }
+    double client_us() const { return client_cpu_s * 1e6 / ops; }
+  };
+  std::map<std::string, Totals> at16;
   for (int clients : parse_ints(absl::GetFlag(FLAGS_clients))) {
-    uint64_t total_ops[2] = {0, 0};
-    double total_s[2] = {0, 0};
-    double total_cpu_ns[2] = {0, 0};
+    std::map<std::string, Totals> totals;
     for (Op op : {Op::kSet, Op::kGet, Op::kAdd}) {
-      OpStats st[2];
-      for (size_t s = 0; s < servers.size(); ++s) {
-        Swarm swarm("127.0.0.1", servers[s].port);
-        const double cpu_before = cpu_ns(servers[s].process->pid());
+      std::printf("%s clients=%-3d", bench::op_name(op), clients);
+      double first_ops = NAN;
+      for (Server* server : targets) {
+        Swarm swarm("127.0.0.1", server->port);
+        const double cpu_before = cpu_ns(server->process->pid());
         auto r = swarm.closed_loop(clients, op, absl::GetFlag(FLAGS_op_seconds));
-        total_cpu_ns[s] += cpu_ns(servers[s].process->pid()) - cpu_before;
+        const double cpu = cpu_ns(server->process->pid()) - cpu_before;
         if (!r.ok()) {
-          std::printf("  %s %s x%d: %s\n", servers[s].name.c_str(), bench::op_name(op),
-                      clients, r.status().ToString().c_str());
+          std::printf(" | %s: %s", server->name.c_str(), r.status().ToString().c_str());
           continue;
         }
-        st[s] = *r;
-        total_ops[s] += r->ops;
-        total_s[s] += r->seconds;
-      }
-      std::printf("%s clients=%-3d ddpx %9.0f ops/s p50 %6.1f us p99 %7.1f us", bench::op_name(op),
-                  clients, st[0].ops_per_s(), st[0].p50_us, st[0].p99_us);
-      if (have_torch) {
-        std::printf(" | torch %9.0f ops/s p50 %6.1f us p99 %7.1f us | %.2fx",
-                    st[1].ops_per_s(), st[1].p50_us, st[1].p99_us,
-                    ratio(st[0].ops_per_s(), st[1].ops_per_s()));
+        Totals& t = totals[server->name];
+        t.ops += r->ops;
+        t.seconds += r->seconds;
+        t.server_cpu_ns += cpu;
+        t.client_cpu_s += r->client_cpu_s;
+        std::printf(" | %s %7.0f ops/s p50 %6.1f us p99 %7.1f us", server->name.c_str(),
+                    r->ops_per_s(), r->p50_us, r->p99_us);
+        if (server == targets.front()) first_ops = r->ops_per_s();
+        if (server->name == "torch") std::printf(" (ddpx/torch %.2fx)", first_ops / r->ops_per_s());
       }
       std::printf("\n");
+      std::fflush(stdout);
     }
-    // Includes connecting and preloading, the same for both servers.
-    std::printf("  server CPU per op, clients=%d: ddpx %.2f us", clients,
-                total_cpu_ns[0] / 1e3 / total_ops[0]);
-    if (have_torch) {
-      std::printf(", torch %.2f us (torch/ddpx %.2fx)", total_cpu_ns[1] / 1e3 / total_ops[1],
-                  (total_cpu_ns[1] / total_ops[1]) / (total_cpu_ns[0] / total_ops[0]));
+    // Server CPU includes connecting and preloading, the same for all.
+    std::printf("  clients=%d CPU per op:", clients);
+    for (Server* server : targets) {
+      const Totals& t = totals[server->name];
+      std::printf("  %s server %.2f us client %.2f us |", server->name.c_str(), t.server_us(),
+                  t.client_us());
     }
     std::printf("\n");
-    if (clients == 16) {
-      ours_ops_16 = total_ops[0] / total_s[0];
-      ours_cpu_us_16 = total_cpu_ns[0] / 1e3 / total_ops[0];
-      if (have_torch) {
-        torch_ops_16 = total_ops[1] / total_s[1];
-        torch_cpu_us_16 = total_cpu_ns[1] / 1e3 / total_ops[1];
-      }
-    }
+    if (clients == 16) at16 = totals;
+  }
+  auto get16 = [&](const std::string& name) {
+    auto it = at16.find(name);
+    return it == at16.end() ? Totals{0, NAN, NAN, NAN} : it->second;
+  };
+  const Totals ours16 = get16("ddpx"), torch16 = get16("torch"), floor16 = get16("floor");
+  // Wall-clock figures swing with the machine's load; CPU per op does not.
+  // On a quiet machine each process gets a core, so a closed loop runs at
+  // most 1 / (CPU per op) of its server and of its load generator, whichever
+  // is slower: that "ceiling" is what the ratio can be at best.
+  auto ceiling = [](const Totals& t) {
+    return 1e6 / std::max(t.server_us(), t.client_us());
+  };
+  double ceiling_vs_torch = NAN;
+  if (floor) {
+    ceiling_vs_torch = ceiling(floor16) / ceiling(torch16);
+    std::printf(
+        "\nfloor, 16 clients: a responder doing only epoll_wait + recv + send per request\n"
+        "  server CPU per op: floor %.2f us, ddpx %.2f us, torch %.2f us: even the floor "
+        "costs only %.2fx less than torch (ddpx %.2fx)\n"
+        "  ceiling with a core each (quiet machine): floor %.0f, ddpx %.0f, torch %.0f ops/s "
+        "(load generator %.2f us/op): no server can pass %.2fx torch here (ddpx %.2fx)\n",
+        floor16.server_us(), ours16.server_us(), torch16.server_us(),
+        torch16.server_us() / floor16.server_us(), torch16.server_us() / ours16.server_us(),
+        ceiling(floor16), ceiling(ours16), ceiling(torch16), ours16.client_us(),
+        ceiling_vs_torch, ceiling(ours16) / ceiling(torch16));
   }
 
   std::printf(
@@ -317,9 +375,13 @@ int main(int argc, char** argv) {
       "vs_torch_rendezvous_n=%d vs_torch_ops=%.2f kib_per_idle_conn=%.3f "
       "torch_rendezvous_16384_s=%.4f torch_ops_per_s_16=%.0f "
       "torch_kib_per_idle_conn=%.3f server_cpu_us_per_op_16=%.2f "
-      "torch_server_cpu_us_per_op_16=%.2f vs_torch_cpu_per_op=%.2f\n",
-      ours_16k, ours_ops_16, vs_torch_rendezvous, vs_torch_rendezvous_n,
-      ratio(ours_ops_16, torch_ops_16), ours_kib, torch_16k, torch_ops_16, torch_kib,
-      ours_cpu_us_16, torch_cpu_us_16, torch_cpu_us_16 / ours_cpu_us_16);
+      "torch_server_cpu_us_per_op_16=%.2f vs_torch_cpu_per_op=%.2f "
+      "floor_ops_per_s_16=%.0f floor_server_cpu_us_per_op_16=%.2f "
+      "client_cpu_us_per_op_16=%.2f ceiling_vs_torch_ops=%.2f floor_ceiling_vs_torch_ops=%.2f\n",
+      ours_16k, ours16.ops_per_s(), vs_torch_rendezvous, vs_torch_rendezvous_n,
+      ours16.ops_per_s() / torch16.ops_per_s(), ours_kib, torch_16k, torch16.ops_per_s(),
+      torch_kib, ours16.server_us(), torch16.server_us(),
+      torch16.server_us() / ours16.server_us(), floor16.ops_per_s(), floor16.server_us(),
+      ours16.client_us(), ceiling(ours16) / ceiling(torch16), ceiling_vs_torch);
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <netinet/tcp.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,7 +43,11 @@ struct Swarm::Client {
 
 namespace {
 
-constexpr size_t kValueBytes = 64;
+double thread_cpu_seconds() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return static_cast<double>(t.tv_sec) + t.tv_nsec * 1e-9;
+}
 
 sockaddr_in address(const std::string& host, uint16_t port) {
   sockaddr_in a{};
@@ -279,6 +284,7 @@ absl::StatusOr<OpStats> Swarm::closed_loop(int nclients, Op op, double seconds) 
 
   std::vector<float> latencies_us;
   latencies_us.reserve(1 << 20);
+  const double cpu_start = thread_cpu_seconds();
   const Clock::time_point start = Clock::now();
   const Clock::time_point stop_at =
       start + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
@@ -320,6 +326,7 @@ absl::StatusOr<OpStats> Swarm::closed_loop(int nclients, Op op, double seconds) 
   }
   OpStats stats;
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  stats.client_cpu_s = thread_cpu_seconds() - cpu_start;
   stats.ops = latencies_us.size();
   if (!latencies_us.empty()) {
     auto at = [&](double q) {

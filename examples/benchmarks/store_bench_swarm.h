@@ -17,6 +17,9 @@ namespace ddpx {
 namespace bench {
 
 enum class Op { kSet, kGet, kAdd };
+
+// Size of the values the closed loop sets and gets.
+constexpr size_t kValueBytes = 64;
 const char* op_name(Op op);
 
 struct OpStats {
@@ -24,6 +27,9 @@ struct OpStats {
   double seconds = 0;
   double p50_us = 0;
   double p99_us = 0;
+  // CPU time of the load generator (this thread) during the timed loop: how
+  // close the client side itself came to saturating its core.
+  double client_cpu_s = 0;
   double ops_per_s() const { return seconds > 0 ? ops / seconds : 0; }
 };
 

@@ -2,8 +2,10 @@
 //
 // Feeds arbitrary bytes as a request stream and checks what must hold for
 // any input: the decoder never reads past the data or crashes, a complete
-// frame re-encodes to exactly the bytes it was decoded from, and "need more"
-// always asks for more than it has. Built and run by run_fuzz.sh; the seed
+// frame re-encodes to exactly the bytes it was decoded from and carries
+// exactly the keys and values its type has (the stream is decoded into one
+// reused Request, as the server does, so nothing may linger from the frame
+// before), and "need more" always asks for more than it has. Built and run by run_fuzz.sh; the seed
 // corpus is replayed by //tests/fuzz:frame_decoder_corpus_test.
 #include <cstdint>
 #include <cstdio>
@@ -22,12 +24,49 @@ void check(bool ok, const char* what) {
   }
 }
 
+// Keys and values a request of its type carries; -1: as many as it says.
+void check_shape(const ddpx::protocol::Request& r) {
+  using ddpx::protocol::QueryType;
+  long keys = 0, values = 0;
+  switch (r.type) {
+    case QueryType::kValidate:
+    case QueryType::kPing:
+    case QueryType::kGetNumKeys:
+    case QueryType::kCancelWait:
+      break;
+    case QueryType::kSet:
+    case QueryType::kAppend:
+      keys = values = 1;
+      break;
+    case QueryType::kCompareSet:
+      keys = 1;
+      values = 2;
+      break;
+    case QueryType::kGet:
+    case QueryType::kDeleteKey:
+    case QueryType::kAdd:
+      keys = 1;
+      break;
+    case QueryType::kCheck:
+    case QueryType::kWait:
+    case QueryType::kMultiGet:
+      keys = -1;
+      break;
+    case QueryType::kMultiSet:
+      keys = -1;
+      values = static_cast<long>(r.keys.size());
+      break;
+  }
+  check(keys < 0 || r.keys.size() == static_cast<size_t>(keys), "key count of the type");
+  check(r.values.size() == static_cast<size_t>(values), "value count of the type");
+}
+
 void decode_stream(const ddpx::protocol::FrameDecoder& decoder, const uint8_t* data,
                    size_t size) {
   using Outcome = ddpx::protocol::FrameDecoder::Outcome;
   size_t pos = 0;
+  ddpx::protocol::Request request;
   while (pos < size) {
-    ddpx::protocol::Request request;
     auto r = decoder.decode(data + pos, size - pos, &request);
     if (r.outcome == Outcome::kMalformed) {
       check(!r.error.empty(), "a malformed frame comes with a reason");
@@ -40,6 +79,7 @@ void decode_stream(const ddpx::protocol::FrameDecoder& decoder, const uint8_t* d
     }
     check(r.consumed > 0 && r.consumed <= size - pos, "consumed within the data");
     check(r.consumed <= decoder.max_length(), "frame within the limit");
+    check_shape(request);
     std::string again = ddpx::protocol::encode_request(request);
     check(again.size() == r.consumed &&
               std::memcmp(again.data(), data + pos, r.consumed) == 0,

@@ -117,6 +117,52 @@ TEST(FrameDecoder, DecodesFramesAsTorchSendsThem) {
                                         "0000003103000000000000002f6d32010000000000000032"));
 }
 
+// The server decodes every request into one Request, reusing its strings; a
+// frame must never inherit keys, values or numbers of the frame before it.
+TEST(FrameDecoder, ReusedRequestHoldsOnlyTheLatestFrame) {
+  FrameDecoder decoder;
+  Request r;
+  Request multi;
+  multi.type = QueryType::kMultiSet;
+  multi.keys = {"/a-key-longer-than-sso-storage", "/b", "/c"};
+  multi.values = {std::string(100, 'x'), "2", "3"};
+  ASSERT_EQ(decode(decoder, encode_request(multi), &r).outcome, Outcome::kComplete);
+  EXPECT_EQ(r.keys, multi.keys);
+  EXPECT_EQ(r.values, multi.values);
+
+  Request add;
+  add.type = QueryType::kAdd;
+  add.keys = {"/n"};
+  add.delta = -7;
+  ASSERT_EQ(decode(decoder, encode_request(add), &r).outcome, Outcome::kComplete);
+  EXPECT_EQ(r.type, QueryType::kAdd);
+  EXPECT_EQ(r.keys, std::vector<std::string>{"/n"});
+  EXPECT_TRUE(r.values.empty());
+  EXPECT_EQ(r.delta, -7);
+
+  Request ping;
+  ping.type = QueryType::kPing;
+  ping.nonce = 9;
+  ASSERT_EQ(decode(decoder, encode_request(ping), &r).outcome, Outcome::kComplete);
+  EXPECT_TRUE(r.keys.empty());
+  EXPECT_EQ(r.nonce, 9u);
+  EXPECT_EQ(r.delta, 0);
+  EXPECT_EQ(encode_request(r), encode_request(ping));
+
+  // A huge value's buffer is not kept for the requests after it.
+  Request big;
+  big.type = QueryType::kSet;
+  big.keys = {"/big"};
+  big.values = {std::string(1 << 20, 'b')};
+  ASSERT_EQ(decode(decoder, encode_request(big), &r).outcome, Outcome::kComplete);
+  EXPECT_EQ(r.values, big.values);
+  Request small = big;
+  small.values = {"s"};
+  ASSERT_EQ(decode(decoder, encode_request(small), &r).outcome, Outcome::kComplete);
+  EXPECT_EQ(r.values, small.values);
+  EXPECT_LT(r.values[0].capacity(), size_t{64} << 10);
+}
+
 TEST(FrameDecoder, RejectsUnknownQueryTypesNamingTheByte) {
   FrameDecoder decoder;
   Request r;

@@ -57,6 +57,16 @@ TEST(TCPStore, EveryOperation) {
   EXPECT_EQ(*c->get_string("k"), "v");
   EXPECT_EQ(*c->add("n", 5), 5);
   EXPECT_EQ(*m->add("n", -2), 3);
+  // The server rewrites a counter's decimal text in place: longer, shorter,
+  // negative, and the extremes (wrapping like two's complement).
+  EXPECT_EQ(*m->add("ctr", 100000), 100000);
+  EXPECT_EQ(*m->get_string("ctr"), "100000");
+  EXPECT_EQ(*m->add("ctr", -100009), -9);
+  EXPECT_EQ(*c->get_string("ctr"), "-9");
+  EXPECT_EQ(*m->add("ctr", INT64_MAX), INT64_MAX - 9);
+  EXPECT_EQ(*m->add("ctr", 10), INT64_MIN);
+  EXPECT_EQ(*m->get_string("ctr"), "-9223372036854775808");
+  EXPECT_TRUE(*m->delete_key("ctr"));
   EXPECT_EQ(*c->get_string("n"), "3");
 
   // compare_set, torch semantics.
