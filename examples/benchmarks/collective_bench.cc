@@ -41,10 +41,16 @@ ABSL_FLAG(std::string, ops,
           "comma-separated ops to run");
 ABSL_FLAG(int64_t, min_bytes, 8, "smallest message");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
-ABSL_FLAG(int, rounds, 3, "timed rounds per point (best is kept)");
+ABSL_FLAG(int, rounds, 5, "timed rounds per point (best is kept)");
 ABSL_FLAG(int, workers, 2, "worker threads (and contexts) of our backend");
-ABSL_FLAG(int64_t, bytes_per_round, 16 << 20,
-          "iterations per round ~ this / size (3 to 200)");
+ABSL_FLAG(double, round_ms, 40, "length of one timed round (1 to 200 calls)");
+ABSL_FLAG(double, budget_s, 240,
+          "stop starting new points after this many seconds (the RESULT line still comes)");
+ABSL_FLAG(double, skip_after_ms, 1000,
+          "raw allreduce algorithms slower than this per call are not timed at larger "
+          "sizes (except Gloo's default and the one ours uses)");
+ABSL_FLAG(double, slow_ms, 500,
+          "a variant slower than this per call is measured by one call");
 
 namespace ddpx {
 namespace {
@@ -56,6 +62,7 @@ struct Job {
   int nproc;
   std::shared_ptr<GlooBackend> ours;
   std::unique_ptr<RawGloo> raw;
+  Clock::time_point start = Clock::now();
 };
 
 [[noreturn]] void die(const std::string& what) {
@@ -77,28 +84,59 @@ std::vector<int64_t> sizes() {
   return out;
 }
 
-int iterations(int64_t bytes) {
-  int64_t n = absl::GetFlag(FLAGS_bytes_per_round) / std::max<int64_t>(bytes, 1);
-  return static_cast<int>(std::clamp<int64_t>(n, 3, 200));
-}
-
-// Times each variant `iters` times per round, rounds interleaved; returns
-// the best round's seconds per call (max over ranks) for each.
-std::vector<double> time_variants(Job& job, int iters,
-                                  const std::vector<std::function<void()>>& variants) {
+// Times each variant in rounds of `iters` calls, rounds interleaved between
+// variants (so load changes hit all alike); returns the best round's seconds
+// per call (max over ranks) for each. `iters` comes from a timed warm-up call
+// (max over ranks, so every rank agrees): rounds of ~--round_ms, 1 to 200
+// calls. A variant slower than --slow_ms per call is measured by that first
+// call alone: raw Gloo's segmented ring stalls for seconds per call on 4
+// ranks on this VM (docs/gloo.md), and the whole sweep must still finish in
+// minutes.
+std::vector<double> time_variants(Job& job, const std::vector<std::function<void()>>& variants) {
+  const double round_s = absl::GetFlag(FLAGS_round_ms) / 1e3;
+  const double slow_s = absl::GetFlag(FLAGS_slow_ms) / 1e3;
   std::vector<double> best(variants.size(), std::numeric_limits<double>::infinity());
+  std::vector<int> iters(variants.size()), rounds(variants.size());
+  for (size_t v = 0; v < variants.size(); ++v) {
+    job.raw->barrier();
+    auto t0 = Clock::now();
+    variants[v]();  // warm-up: connections, buffers, page faults
+    const double warm = job.raw->max_over_ranks(
+        std::chrono::duration<double>(Clock::now() - t0).count());
+    iters[v] = static_cast<int>(std::clamp(round_s / std::max(warm, 1e-7), 1.0, 200.0));
+    rounds[v] = absl::GetFlag(FLAGS_rounds);
+    if (warm > slow_s) {  // measured by this one call
+      best[v] = warm;
+      rounds[v] = 0;
+    }
+  }
   for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
     for (size_t v = 0; v < variants.size(); ++v) {
-      job.raw->barrier();
-      variants[v]();  // warm-up
+      if (round >= rounds[v]) continue;
       job.raw->barrier();
       auto t0 = Clock::now();
-      for (int i = 0; i < iters; ++i) variants[v]();
-      double t = std::chrono::duration<double>(Clock::now() - t0).count() / iters;
+      for (int i = 0; i < iters[v]; ++i) variants[v]();
+      double t = std::chrono::duration<double>(Clock::now() - t0).count() / iters[v];
       best[v] = std::min(best[v], job.raw->max_over_ranks(t));
     }
   }
   return best;
+}
+
+// Whether the time budget is spent (decided collectively: every rank stops
+// at the same point). Says so once.
+bool out_of_time(Job& job) {
+  static bool said = false;
+  const double elapsed = job.raw->max_over_ranks(
+      std::chrono::duration<double>(Clock::now() - job.start).count());
+  if (elapsed <= absl::GetFlag(FLAGS_budget_s)) return false;
+  if (!said && job.rank == 0) {
+    printf("# time budget (--budget_s=%.0f) spent after %.0f s: the remaining points are skipped\n",
+           absl::GetFlag(FLAGS_budget_s), elapsed);
+    fflush(stdout);
+  }
+  said = true;
+  return true;
 }
 
 double bus_factor(const std::string& op, int n) {
@@ -136,20 +174,33 @@ void bench_allreduce(Job& job, Results& r) {
     for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) printf(" %13s", allreduce_algorithm_name(a));
     printf("  vs_same vs_default\n");
   }
+  // Raw algorithms that took over --skip_after_ms per call are left out at
+  // larger sizes ("-"), except Gloo's default and the one ours uses: the
+  // ratios need those two.
+  std::vector<AllreduceAlgorithm> skipped;
   for (int64_t bytes : sizes()) {
+    if (out_of_time(job)) return;
     const size_t count = std::max<int64_t>(1, bytes / 4);
     Tensor t = Tensor::zeros({static_cast<int64_t>(count)}, DType::kFloat32);
     std::vector<float> raw_buf(count, 0.0f);  // like the zeroed tensor: same arithmetic
+    const AllreduceAlgorithm chosen = choose_allreduce_algorithm(count * 4, job.nproc, true);
     std::vector<AllreduceAlgorithm> algorithms;
     std::vector<std::function<void()>> variants = {
         [&] { ok_or_die(job.ours->allreduce({t}, {}), "allreduce"); }};
     for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) {
       if (!allreduce_algorithm_supports(a, job.nproc, count * 4)) continue;
+      const bool needed = a == chosen || a == AllreduceAlgorithm::kGlooRing;
+      if (!needed && std::find(skipped.begin(), skipped.end(), a) != skipped.end()) continue;
       algorithms.push_back(a);
       variants.push_back([&, a] { job.raw->allreduce(a, raw_buf.data(), count); });
     }
-    std::vector<double> times = time_variants(job, iterations(bytes), variants);
-    const AllreduceAlgorithm chosen = choose_allreduce_algorithm(count * 4, job.nproc, true);
+    std::vector<double> times = time_variants(job, variants);
+    for (size_t i = 0; i < algorithms.size(); ++i) {
+      if (times[i + 1] * 1e3 > absl::GetFlag(FLAGS_skip_after_ms) &&
+          std::find(skipped.begin(), skipped.end(), algorithms[i]) == skipped.end()) {
+        skipped.push_back(algorithms[i]);
+      }
+    }
     double same = 0, dflt = 0;
     for (size_t i = 0; i < algorithms.size(); ++i) {
       if (algorithms[i] == chosen) same = times[i + 1];
@@ -173,8 +224,9 @@ void bench_allreduce(Job& job, Results& r) {
       fflush(stdout);
     }
     r.allreduce_min_vs_default = std::min(r.allreduce_min_vs_default, dflt / ours);
-    if (count * 4 >= (1 << 20)) {
-      r.min_vs_same_from_1MiB = std::min(r.min_vs_same_from_1MiB, same / ours);
+    if (count * 4 >= (1 << 20) && same / ours < r.min_vs_same_from_1MiB) {
+      r.min_vs_same_from_1MiB = same / ours;
+      r.worst_point = "allreduce@" + std::to_string(count * 4);
     }
     if (bytes == (64 << 20)) {
       r.result["allreduce_64MiB_vs_gloo"] = same / ours;
@@ -188,6 +240,7 @@ void bench_other(Job& job, const std::string& op, Results& r) {
   const int n = job.nproc;
   for (int64_t bytes : sizes()) {
     if (op == "barrier" && bytes != sizes()[0]) break;
+    if (out_of_time(job)) return;
     // Per-rank chunk for the ops that split the buffer between ranks.
     const bool split = op != "broadcast" && op != "reduce";
     const size_t total = std::max<int64_t>(split ? n : 1, bytes / 4);
@@ -202,8 +255,8 @@ void bench_other(Job& job, const std::string& op, Results& r) {
       raw_parts.push_back(raw_big.data() + p * chunk);
       parts.push_back(big.view(p * chunk, {static_cast<int64_t>(chunk)}));
     }
-    std::function<void()> ours, raw;
-    std::string label = "gloo::" + op;
+    std::function<void()> ours, raw, second_raw;
+    std::string label = "gloo::" + op, second_label;
     if (op == "broadcast") {
       ours = [&] { ok_or_die(job.ours->broadcast({big}, {}), "broadcast"); };
       raw = [&] { job.raw->broadcast(raw_big.data(), count, 0); };
@@ -214,16 +267,19 @@ void bench_other(Job& job, const std::string& op, Results& r) {
       ours = [&] { ok_or_die(job.ours->allgather_into_tensor(big, small, {}), "allgather"); };
       raw = [&] { job.raw->allgather(raw_small.data(), raw_big.data(), chunk); };
     } else if (op == "reduce_scatter") {
-      // Gloo 0.5.0 has no unbound reduce-scatter: both sides allreduce a copy
-      // of the input with the same algorithm and keep their chunk.
-      const AllreduceAlgorithm a = choose_allreduce_algorithm(count * 4, n, true);
-      label = std::string("copy+") + allreduce_algorithm_name(a);
+      // Raw Gloo's two ways to reduce-scatter, the faster one is the anchor:
+      // its classic ReduceScatterHalvingDoubling (constructed per call and
+      // in place, as a raw user would call it), and a copy of the input
+      // allreduced with Gloo's default algorithm keeping this rank's chunk.
       ours = [&] { ok_or_die(job.ours->reduce_scatter_tensor(small, big, {}), "reduce_scatter"); };
-      raw = [&, a] {
+      raw = [&] { job.raw->reduce_scatter_halving_doubling(raw_big.data(), count); };
+      label = "rs_halving_doubling";
+      second_raw = [&] {
         memcpy(scratch.data(), raw_big.data(), count * 4);
-        job.raw->allreduce(a, scratch.data(), count);
+        job.raw->allreduce(AllreduceAlgorithm::kGlooRing, scratch.data(), count);
         memcpy(raw_small.data(), scratch.data() + job.rank * chunk, chunk * 4);
       };
+      second_label = "copy+gloo_ring";
     } else if (op == "gather") {
       std::vector<TensorList> outs;
       if (job.rank == 0) outs.push_back(parts);
@@ -237,19 +293,27 @@ void bench_other(Job& job, const std::string& op, Results& r) {
     } else if (op == "alltoall") {
       Tensor out = Tensor::zeros({static_cast<int64_t>(count)}, DType::kFloat32);
       ours = [&, out] { ok_or_die(job.ours->alltoall_base(out, big, {}, {}, {}), "alltoall"); };
-      raw = [&] { job.raw->alltoall(raw_big.data(), scratch.data(), chunk); };
+      // Both sides move the whole buffer (`count` elements, `chunk` per peer).
+      raw = [&] { job.raw->alltoall(raw_big.data(), scratch.data(), count); };
     } else if (op == "barrier") {
       ours = [&] { ok_or_die(job.ours->barrier({}), "barrier"); };
       raw = [&] { job.raw->barrier(); };
     } else {
       die("unknown op " + op);
     }
-    std::vector<double> t = time_variants(job, iterations(count * 4), {ours, raw});
+    std::vector<std::function<void()>> variants = {ours, raw};
+    if (second_raw) variants.push_back(second_raw);
+    std::vector<double> t = time_variants(job, variants);
+    if (second_raw && t[2] < t[1]) {
+      t[1] = t[2];
+      label = second_label;
+    }
     print_line(job, op, op == "barrier" ? 0 : count * 4, label, t[0], t[1], r);
   }
 }
 
 void bench_coalesced(Job& job, Results& r) {
+  if (out_of_time(job)) return;
   constexpr int kTensors = 1000;
   TensorList tensors;
   for (int i = 0; i < kTensors; ++i) tensors.push_back(Tensor::zeros({256}, DType::kFloat32));
@@ -260,7 +324,7 @@ void bench_coalesced(Job& job, Results& r) {
     for (const Tensor& t : tensors) works.push_back(job.ours->allreduce({t}, {}));
     for (auto& w : works) ok_or_die(w, "allreduce");
   };
-  std::vector<double> t = time_variants(job, 3, {coalesced, separate});
+  std::vector<double> t = time_variants(job, {coalesced, separate});
   if (job.rank == 0) {
     printf("\n# allreduce_coalesced of 1000 x 1 KiB: %.1f us; 1000 separate allreduce: %.1f us; speedup %.1fx\n",
            t[0] * 1e6, t[1] * 1e6, t[1] / t[0]);

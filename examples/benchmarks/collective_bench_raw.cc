@@ -12,6 +12,7 @@
 #include "gloo/gather.h"
 #include "gloo/math.h"
 #include "gloo/reduce.h"
+#include "gloo/reduce_scatter.h"
 #include "gloo/scatter.h"
 
 namespace ddpx {
@@ -51,6 +52,12 @@ void RawGloo::allreduce(AllreduceAlgorithm algorithm, float* data, size_t count)
       gloo::AllreduceBcube<float>(context_, ptrs, n).run();
       return;
   }
+}
+
+void RawGloo::reduce_scatter_halving_doubling(float* data, size_t count) {
+  const std::vector<int> per_rank(context_->size, static_cast<int>(count / context_->size));
+  gloo::ReduceScatterHalvingDoubling<float>(context_, {data}, static_cast<int>(count), per_rank)
+      .run();
 }
 
 void RawGloo::broadcast(float* data, size_t count, int root) {

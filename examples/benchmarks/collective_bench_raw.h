@@ -24,11 +24,15 @@ class RawGloo {
 
   // float32 SUM with gloo::sum / ReductionFunction<float>::sum.
   void allreduce(AllreduceAlgorithm algorithm, float* data, size_t count);
+  // Gloo's classic ReduceScatterHalvingDoubling over `count` elements in
+  // place (equal chunks per rank).
+  void reduce_scatter_halving_doubling(float* data, size_t count);
   void broadcast(float* data, size_t count, int root);
   void reduce(float* data, size_t count, int root);
   void allgather(const float* in, float* out, size_t count);
   void gather(const float* in, float* out, size_t count, int root);
   void scatter(float* const* in, float* out, size_t count, int root);
+  // `count` elements in and out in all, count / size per peer.
   void alltoall(const float* in, float* out, size_t count);
   void barrier();
   // max over ranks, for collecting timings.

@@ -3,6 +3,8 @@
 // ops and monitored_barrier in gloo_p2p.cc.
 #include "process_group/gloo/gloo_backend.h"
 
+#include <signal.h>
+
 #include <algorithm>
 #include <cstring>
 #include <exception>
@@ -13,12 +15,24 @@
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
 #include "process_group/gloo/allreduce_algorithms.h"
+#include "process_group/gloo/closing_handshake.h"
 #include "process_group/gloo/gloo_internal.h"
 #include "process_group/gloo/reduce_kernels.h"
 #include "process_group/gloo/store_adapter.h"
 #include "store/prefix_store.h"
 
 namespace ddpx {
+namespace {
+
+void ignore_sigpipe_unless_handled() {
+  struct sigaction current {};
+  if (sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL &&
+      !(current.sa_flags & SA_SIGINFO)) {
+    signal(SIGPIPE, SIG_IGN);
+  }
+}
+
+}  // namespace
 
 absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::create(
     std::shared_ptr<Store> store, int rank, int size,
@@ -32,6 +46,11 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::create(
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: timeout must be positive, got ", timeout.count(), " ms"));
   }
+  // Gloo writes with writev(), so a peer that closed its end raises SIGPIPE,
+  // which by default kills the whole process instead of failing the op with
+  // a clear error. Like Python (which torch runs under) and many network
+  // libraries, ignore it, unless the program installed its own handling.
+  ignore_sigpipe_unless_handled();
   if (options.num_workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: num_workers must be >= 1, got ", options.num_workers));
@@ -55,6 +74,19 @@ GlooBackend::~GlooBackend() {
   // contexts they use are released only after that.
   if (pool_ != nullptr) pool_->shutdown();
   p2p_waiters_.reset();
+  if (p2p_context_ == nullptr) return;  // never connected
+  // After a failed op the pairs may be broken (Gloo closes a pair on a
+  // protocol error): the peers are failing anyway, and writing to a closed
+  // pair is what the handshake must not do.
+  if (op_failed_.load()) return;
+  // Peers may still be finishing their last op with this rank: close the
+  // connections only once they said they are done (closing_handshake.h).
+  std::vector<std::shared_ptr<void>> connections(worker_contexts_.begin(),
+                                                 worker_contexts_.end());
+  connections.push_back(device_);
+  close_after_peers(std::move(p2p_context_), std::move(connections),
+                    std::min(timeout_, kClosingGrace),
+                    std::min(timeout_, kClosingLimit));
 }
 
 absl::Status GlooBackend::connect() {
@@ -120,22 +152,57 @@ std::string GlooBackend::device_description() const {
   return device_ == nullptr ? bound_host_ : device_->str();
 }
 
+namespace {
+
+// A Work whose wait() runs the op on the waiting thread when its worker has
+// not started it yet and is idle (see WorkerPool::run_here_if_next): the
+// common "issue, then wait at once" pattern then costs no thread hand-off.
+// Ops nobody waits for still run on their worker, asynchronously.
+class GlooWork : public FutureWork {
+ public:
+  GlooWork(OpType op, std::chrono::milliseconds op_timeout)
+      : FutureWork(op), op_timeout_(op_timeout) {}
+
+  // Set once, before the work is handed to the caller.
+  void set_ticket(std::shared_ptr<WorkerPool::Ticket> ticket) {
+    ticket_ = std::move(ticket);
+  }
+
+  absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) override {
+    // Only when the op's own timeout ends it within the caller's wait.
+    if (!is_completed() &&
+        (timeout < std::chrono::milliseconds::zero() || timeout >= op_timeout_)) {
+      WorkerPool::run_here_if_next(ticket_);
+    }
+    return FutureWork::wait(timeout);
+  }
+
+ private:
+  const std::chrono::milliseconds op_timeout_;
+  std::shared_ptr<WorkerPool::Ticket> ticket_;
+};
+
+}  // namespace
+
 std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
                                            std::chrono::milliseconds timeout,
                                            OpBody body) {
   timeout = resolve_timeout(timeout);
-  auto work = std::make_shared<FutureWork>(op);
-  uint64_t seq;
-  {
-    std::lock_guard<std::mutex> lock(seq_mu_);
-    seq = next_seq_++;
-  }
+  auto work = std::make_shared<GlooWork>(op, timeout);
+  WorkerPool::Task task;
+  task.cancel = [work, op] {
+    work->fail(absl::CancelledError(absl::StrCat(
+        op_type_name(op), ": the gloo backend was destroyed before it ran")));
+  };
+  // Numbering and queueing under one lock: each worker's queue is then in
+  // sequence order even when several threads issue ops at once.
+  std::lock_guard<std::mutex> lock(seq_mu_);
+  const uint64_t seq = next_seq_++;
   const int worker = static_cast<int>(seq % worker_contexts_.size());
   OpContext c{worker_contexts_[worker], worker_stores_[worker].get(), seq,
               static_cast<uint32_t>(seq * kTagsPerOp), timeout,
               &worker_scratch_[worker]};
-  WorkerPool::Task task;
-  task.run = [this, work, op, what, c, body = std::move(body)] {
+  task.run = [this, work, op, what = std::move(what), c, body = std::move(body)] {
     absl::StatusOr<TensorList> result;
     try {
       result = body(c);
@@ -145,14 +212,11 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
     if (result.ok()) {
       work->finish(std::move(*result));
     } else {
+      op_failed_ = true;
       work->fail(result.status());
     }
   };
-  task.cancel = [work, op] {
-    work->fail(absl::CancelledError(absl::StrCat(
-        op_type_name(op), ": the gloo backend was destroyed before it ran")));
-  };
-  pool_->submit(worker, std::move(task));
+  work->set_ticket(pool_->submit(worker, std::move(task)));
   return work;
 }
 

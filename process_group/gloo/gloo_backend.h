@@ -13,6 +13,7 @@
 #ifndef DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
 #define DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -111,6 +112,10 @@ class GlooBackend : public Backend {
   // worker instead of once per op.
   static Tensor scratch_for(const OpContext& c, int64_t numel, DType dtype);
   static constexpr uint32_t kTagsPerOp = 16;
+  // How long the destructor waits for the peers' closing handshake, and how
+  // long the connections then stay open in the background for it.
+  static constexpr std::chrono::milliseconds kClosingGrace{200};
+  static constexpr std::chrono::milliseconds kClosingLimit{10000};
   using OpBody = std::function<absl::StatusOr<TensorList>(const OpContext&)>;
 
   GlooBackend(std::shared_ptr<Store> store, int rank, int size,
@@ -132,6 +137,14 @@ class GlooBackend : public Backend {
   // exceptions.
   void allreduce_on_worker(const TensorList& tensors, ReduceOp op,
                            const OpContext& c, uint32_t tag) const;
+  // reduce_scatter's body (gloo_collectives.cc): `output.numel()` elements
+  // per rank; `scratch` holds reduce_scatter_scratch() elements.
+  bool reduce_scatter_uses_classic(const Tensor& output, const OpContext& c) const;
+  int64_t reduce_scatter_scratch(const void* input, const Tensor& output,
+                                 const OpContext& c) const;
+  void reduce_scatter_on_worker(const void* input, const Tensor& output,
+                                ReduceOp op, const OpContext& c, uint32_t tag,
+                                uint8_t* scratch) const;
   absl::StatusOr<TensorList> monitored_barrier_on_worker(
       const OpContext& c, bool wait_all_ranks) const;
   std::shared_ptr<Work> start_p2p(OpType op, const TensorList& tensors,
@@ -150,6 +163,7 @@ class GlooBackend : public Backend {
   std::vector<Tensor> worker_scratch_;  // used only by its worker
   std::shared_ptr<gloo::Context> p2p_context_;
 
+  std::atomic<bool> op_failed_{false};  // some collective failed (not cancelled)
   std::mutex seq_mu_;
   uint64_t next_seq_ = 0;
   std::unique_ptr<WorkerPool> pool_;

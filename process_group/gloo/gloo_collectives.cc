@@ -14,6 +14,7 @@
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/gloo_internal.h"
 #include "process_group/gloo/reduce_kernels.h"
+#include "process_group/gloo/reduce_scatter_ring.h"
 
 namespace ddpx {
 namespace {
@@ -126,8 +127,72 @@ std::shared_ptr<Work> GlooBackend::allgather_into_tensor(
       });
 }
 
-// Reduce-scatter as an allreduce of the whole input, keeping this rank's
-// chunk: Gloo 0.5.0 has no unbound-buffer reduce-scatter.
+namespace {
+
+bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
+  const uint8_t* x = static_cast<const uint8_t*>(a);
+  const uint8_t* y = static_cast<const uint8_t*>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+}  // namespace
+
+// Reduce-scatter of `n` chunks of `count` elements at `input` (chunk r for
+// rank r) into `output`. Small inputs go through Gloo's classic
+// halving-doubling (when the op's timeout is the context's), the rest
+// through the ring (reduce_scatter_ring.h).
+bool GlooBackend::reduce_scatter_uses_classic(const Tensor& output,
+                                              const OpContext& c) const {
+  return size() > 1 && c.timeout == timeout_ &&
+         output.nbytes() * size() <= kReduceScatterClassicUpToBytes;
+}
+
+// Scratch elements reduce_scatter_on_worker needs: the classic algorithm's
+// in-place copy of the input; for the ring, its second buffer (3+ ranks) and
+// a stand-in output when the caller's output lies inside the input (the
+// ring receives into the output while it still reads the input). A null
+// `input` stands for a private copy, which nothing overlaps.
+int64_t GlooBackend::reduce_scatter_scratch(const void* input, const Tensor& output,
+                                            const OpContext& c) const {
+  const int64_t count = output.numel();
+  if (reduce_scatter_uses_classic(output, c)) return count * size();
+  int64_t elements = size() > 2 ? count : 0;
+  if (input != nullptr &&
+      overlaps(input, output.nbytes() * size(), output.data(), output.nbytes())) {
+    elements += count;
+  }
+  return elements;
+}
+
+void GlooBackend::reduce_scatter_on_worker(const void* input, const Tensor& output,
+                                           ReduceOp op, const OpContext& c,
+                                           uint32_t tag, uint8_t* scratch) const {
+  const size_t count = static_cast<size_t>(output.numel());
+  if (count == 0) return;
+  const size_t chunk_bytes = output.nbytes();
+  ReduceScatterCall call;
+  call.context = c.context;
+  call.input = input;
+  call.output = output.data();
+  call.count = count;
+  call.dtype = output.dtype();
+  call.op = op;
+  call.tag = tag;
+  call.timeout = c.timeout;
+  if (reduce_scatter_uses_classic(output, c)) {
+    run_reduce_scatter_halving_doubling(call, scratch);
+    return;
+  }
+  const bool aliased = overlaps(input, chunk_bytes * size(), output.data(), chunk_bytes);
+  if (size() > 2) {
+    call.scratch = scratch;
+    scratch += chunk_bytes;
+  }
+  if (aliased) call.output = scratch;
+  run_reduce_scatter_ring(call);
+  if (aliased) copy_bytes(output, call.output);
+}
+
 std::shared_ptr<Work> GlooBackend::reduce_scatter(
     const TensorList& outputs, const std::vector<TensorList>& inputs,
     const ReduceScatterOptions& opts) {
@@ -135,12 +200,18 @@ std::shared_ptr<Work> GlooBackend::reduce_scatter(
       OpType::kReduceScatter, describe(outputs), opts.timeout,
       [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         for (size_t i = 0; i < outputs.size(); ++i) {
-          if (outputs[i].numel() == 0) continue;
-          Tensor flat = scratch_for(c, outputs[i].numel() * size(), outputs[i].dtype());
-          flatten_into(inputs[i], flat);
-          allreduce_on_worker({flat}, opts.op, c,
-                              c.tag + static_cast<uint32_t>(i % kTagsPerOp));
-          copy_bytes(outputs[i], bytes_of(flat) + rank() * outputs[i].nbytes());
+          const Tensor& out = outputs[i];
+          if (out.numel() == 0) continue;
+          // Straight from the inputs when they are one piece of memory;
+          // else flattened into the front of the worker's scratch.
+          const void* span = contiguous_span(inputs[i]);
+          const int64_t flat = span != nullptr ? 0 : out.numel() * size();
+          const int64_t more = reduce_scatter_scratch(span, out, c);
+          Tensor buffer = scratch_for(c, flat + more, out.dtype());
+          if (span == nullptr) flatten_into(inputs[i], buffer);
+          reduce_scatter_on_worker(span != nullptr ? span : buffer.data(), out, opts.op, c,
+                                   c.tag + static_cast<uint32_t>(i % kTagsPerOp),
+                                   bytes_of(buffer) + flat * out.element_size());
         }
         return outputs;
       });
@@ -153,10 +224,9 @@ std::shared_ptr<Work> GlooBackend::reduce_scatter_tensor(
       OpType::kReduceScatterTensor, describe(input), opts.timeout,
       [this, output, input, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         if (output.numel() > 0) {
-          Tensor flat = scratch_for(c, input.numel(), input.dtype());
-          copy_bytes(flat, input.data());
-          allreduce_on_worker({flat}, opts.op, c, c.tag);
-          copy_bytes(output, bytes_of(flat) + rank() * output.nbytes());
+          Tensor scratch =
+              scratch_for(c, reduce_scatter_scratch(input.data(), output, c), output.dtype());
+          reduce_scatter_on_worker(input.data(), output, opts.op, c, c.tag, bytes_of(scratch));
         }
         return TensorList{output};
       });

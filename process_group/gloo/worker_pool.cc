@@ -2,57 +2,121 @@
 
 namespace ddpx {
 
+// A worker's queue and whether some thread (the worker or a waiter) is
+// running one of its tasks. Shared with tickets, so a Work outliving the
+// pool can still ask (and be told no).
+struct WorkerPool::Lane {
+  std::mutex mu;
+  std::condition_variable changed;  // queue, busy or stopping changed
+  std::deque<std::shared_ptr<Ticket>> queue;
+  bool busy = false;
+  bool stopping = false;
+};
+
+class WorkerPool::Ticket {
+ public:
+  Ticket(std::shared_ptr<Lane> lane, Task task)
+      : lane_(std::move(lane)), task_(std::move(task)) {}
+
+ private:
+  friend class WorkerPool;
+  std::shared_ptr<Lane> lane_;
+  Task task_;  // guarded by lane_->mu; emptied when taken
+};
+
+void WorkerPool::run_and_release(Lane& lane, Task task) {
+  task.run();
+  task = Task{};  // the op's captures go before the lane takes the next one
+  std::lock_guard<std::mutex> lock(lane.mu);
+  lane.busy = false;
+  lane.changed.notify_all();
+}
+
 WorkerPool::WorkerPool(int num_workers) {
-  for (int i = 0; i < num_workers; ++i) {
-    workers_.push_back(std::make_unique<Worker>());
-  }
-  for (auto& w : workers_) w->thread = std::thread(&WorkerPool::loop, w.get());
+  for (int i = 0; i < num_workers; ++i) lanes_.push_back(std::make_shared<Lane>());
+  for (auto& lane : lanes_) threads_.emplace_back(&WorkerPool::loop, lane.get());
 }
 
 WorkerPool::~WorkerPool() { shutdown(); }
 
-void WorkerPool::submit(int index, Task task) {
-  Worker& w = *workers_[index];
+std::shared_ptr<WorkerPool::Ticket> WorkerPool::submit(int index, Task task) {
+  const std::shared_ptr<Lane>& lane = lanes_[index];
+  auto ticket = std::make_shared<Ticket>(lane, std::move(task));
   {
-    std::lock_guard<std::mutex> lock(w.mu);
-    if (!w.stopping) {
-      w.queue.push_back(std::move(task));
-      w.ready.notify_one();
-      return;
+    std::lock_guard<std::mutex> lock(lane->mu);
+    if (!lane->stopping) {
+      lane->queue.push_back(ticket);
+      lane->changed.notify_all();
+      return ticket;
     }
   }
-  if (task.cancel) task.cancel();
+  Task dropped = std::move(ticket->task_);
+  if (dropped.cancel) dropped.cancel();
+  return ticket;
+}
+
+bool WorkerPool::run_here_if_next(const std::shared_ptr<Ticket>& ticket) {
+  if (ticket == nullptr) return false;
+  Lane& lane = *ticket->lane_;
+  Task task;
+  {
+    std::lock_guard<std::mutex> lock(lane.mu);
+    if (lane.stopping || lane.busy || lane.queue.empty() ||
+        lane.queue.front() != ticket) {
+      return false;
+    }
+    lane.queue.pop_front();
+    lane.busy = true;
+    task = std::move(ticket->task_);
+  }
+  run_and_release(lane, std::move(task));
+  return true;
 }
 
 void WorkerPool::shutdown() {
-  for (auto& w : workers_) {
-    std::deque<Task> dropped;
+  for (auto& lane : lanes_) {
+    std::deque<std::shared_ptr<Ticket>> dropped;
     {
-      std::lock_guard<std::mutex> lock(w->mu);
-      w->stopping = true;
-      dropped.swap(w->queue);
-      w->ready.notify_all();
+      std::lock_guard<std::mutex> lock(lane->mu);
+      lane->stopping = true;
+      dropped.swap(lane->queue);
+      lane->changed.notify_all();
     }
-    for (auto& t : dropped) {
-      if (t.cancel) t.cancel();
+    for (auto& ticket : dropped) {
+      Task task;
+      {
+        std::lock_guard<std::mutex> lock(lane->mu);
+        task = std::move(ticket->task_);
+      }
+      if (task.cancel) task.cancel();
     }
   }
-  for (auto& w : workers_) {
-    if (w->thread.joinable()) w->thread.join();
+  for (auto& t : threads_) {
+    if (t.joinable()) t.join();
+  }
+  // A waiter may still be running a task it took on its own thread; the
+  // backend's contexts must outlive it.
+  for (auto& lane : lanes_) {
+    std::unique_lock<std::mutex> lock(lane->mu);
+    lane->changed.wait(lock, [&] { return !lane->busy; });
   }
 }
 
-void WorkerPool::loop(Worker* w) {
+void WorkerPool::loop(Lane* lane) {
   for (;;) {
     Task task;
     {
-      std::unique_lock<std::mutex> lock(w->mu);
-      w->ready.wait(lock, [w] { return w->stopping || !w->queue.empty(); });
-      if (w->queue.empty()) return;  // stopping
-      task = std::move(w->queue.front());
-      w->queue.pop_front();
+      std::unique_lock<std::mutex> lock(lane->mu);
+      lane->changed.wait(lock, [lane] {
+        return lane->stopping || (!lane->busy && !lane->queue.empty());
+      });
+      if (lane->stopping) return;  // shutdown() cancels what is queued
+      std::shared_ptr<Ticket> ticket = std::move(lane->queue.front());
+      lane->queue.pop_front();
+      lane->busy = true;
+      task = std::move(ticket->task_);
     }
-    task.run();
+    run_and_release(*lane, std::move(task));
   }
 }
 

@@ -43,6 +43,31 @@ TEST(GlooConcurrency, ManyOpsInFlightKeepTheirOwnData) {
   }
 }
 
+// wait() may run an op on the waiting thread (when its worker is idle and it
+// is next there); ops nobody waits for yet still run on their workers. Mixed
+// together, every op keeps its own data and order.
+TEST(GlooConcurrency, WaitedAndUnwaitedOpsInterleave) {
+  for (int size : {2, 3}) {
+    run_ranks(size, [&](GlooBackend& b) {
+      for (int i = 0; i < 30; ++i) {
+        Tensor pending = Tensor::zeros({5000 + i}, DType::kInt32);
+        pending.fill_(i + b.rank());
+        auto in_flight = b.allreduce({pending}, {});  // left running
+        Tensor now = Tensor::zeros({3 + i}, DType::kInt64);
+        now.fill_(1000 * i + b.rank());
+        ASSERT_WORK_OK(b.allreduce({now}, {}));  // waited at once
+        ASSERT_EQ(now.item(2 + i), size * 1000.0 * i + size * (size - 1) / 2.0);
+        if (i % 2 == 0) ASSERT_WORK_OK(in_flight);
+        // With 2 workers this one shares a worker with `in_flight` and
+        // must wait behind it when that is still queued or running.
+        ASSERT_WORK_OK(b.barrier({}));
+        ASSERT_WORK_OK(in_flight);
+        ASSERT_EQ(pending.item(4999 + i), size * i + size * (size - 1) / 2.0);
+      }
+    });
+  }
+}
+
 TEST(GlooConcurrency, ThreadsWithTheirOwnGroupsRunSideBySide) {
   // Per rank, three threads each drive their own backend (own store prefix),
   // all at once.

@@ -1,0 +1,130 @@
+// WorkerPool: FIFO per worker, and a waiter running the next task of an idle
+// worker on its own thread (run_here_if_next) without breaking that order.
+#include "process_group/gloo/worker_pool.h"
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace ddpx {
+namespace {
+
+// A one-shot gate a task can block on.
+class Gate {
+ public:
+  void open() {
+    std::lock_guard<std::mutex> lock(mu_);
+    open_ = true;
+    cv_.notify_all();
+  }
+  void wait() {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return open_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool open_ = false;
+};
+
+TEST(WorkerPoolTest, WaiterRunsAnIdleWorkersNextTaskOnItsOwnThread) {
+  WorkerPool pool(1);
+  int ran_here = 0;
+  for (int i = 0; i < 200; ++i) {
+    std::atomic<bool> done{false};
+    std::thread::id where;
+    WorkerPool::Task task;
+    task.run = [&] {
+      where = std::this_thread::get_id();
+      done = true;
+    };
+    auto ticket = pool.submit(0, std::move(task));
+    if (WorkerPool::run_here_if_next(ticket)) {
+      // It ran, here, before returning.
+      ASSERT_TRUE(done.load());
+      ASSERT_EQ(where, std::this_thread::get_id());
+      ++ran_here;
+    } else {
+      while (!done.load()) std::this_thread::yield();
+      ASSERT_NE(where, std::this_thread::get_id());
+    }
+    // A spent ticket never runs again.
+    ASSERT_FALSE(WorkerPool::run_here_if_next(ticket));
+  }
+  // The worker needs a wake-up to take a task; the waiter is already
+  // running, so it nearly always wins.
+  EXPECT_GT(ran_here, 0);
+}
+
+TEST(WorkerPoolTest, NeverJumpsTheQueueOrRunsBesideTheWorker) {
+  WorkerPool pool(1);
+  Gate gate;
+  std::vector<int> order;
+  std::mutex order_mu;
+  auto record = [&](int k) {
+    std::lock_guard<std::mutex> lock(order_mu);
+    order.push_back(k);
+  };
+  std::atomic<bool> blocker_started{false};
+  WorkerPool::Task blocker;
+  blocker.run = [&] {
+    blocker_started = true;
+    gate.wait();
+    record(0);
+  };
+  pool.submit(0, std::move(blocker));
+  while (!blocker_started.load()) std::this_thread::yield();
+  std::vector<std::shared_ptr<WorkerPool::Ticket>> tickets;
+  for (int k = 1; k <= 3; ++k) {
+    WorkerPool::Task t;
+    t.run = [&, k] { record(k); };
+    tickets.push_back(pool.submit(0, std::move(t)));
+  }
+  // The worker is busy: nobody else may run its next task.
+  EXPECT_FALSE(WorkerPool::run_here_if_next(tickets[0]));
+  // Task 3 waits behind 1 and 2.
+  EXPECT_FALSE(WorkerPool::run_here_if_next(tickets[2]));
+  gate.open();
+  pool.shutdown();  // lets the running one finish, cancels or runs the rest
+  std::lock_guard<std::mutex> lock(order_mu);
+  ASSERT_FALSE(order.empty());
+  for (size_t i = 0; i < order.size(); ++i) EXPECT_EQ(order[i], static_cast<int>(i));
+}
+
+TEST(WorkerPoolTest, ShutdownCancelsQueuedTasksAndRefusesNewOnes) {
+  WorkerPool pool(1);
+  Gate gate;
+  std::atomic<bool> started{false};
+  WorkerPool::Task blocker;
+  blocker.run = [&] {
+    started = true;
+    gate.wait();
+  };
+  pool.submit(0, std::move(blocker));
+  while (!started.load()) std::this_thread::yield();
+  std::atomic<int> cancelled{0}, ran{0};
+  auto counted = [&] {
+    WorkerPool::Task t;
+    t.run = [&] { ++ran; };
+    t.cancel = [&] { ++cancelled; };
+    return t;
+  };
+  auto queued = pool.submit(0, counted());
+  std::thread stopper([&] { pool.shutdown(); });
+  // shutdown() cancels the queued task at once, then waits for the blocker.
+  while (cancelled.load() == 0) std::this_thread::yield();
+  EXPECT_FALSE(WorkerPool::run_here_if_next(queued));
+  gate.open();
+  stopper.join();
+  pool.submit(0, counted());  // after shutdown: cancelled at once
+  EXPECT_EQ(cancelled.load(), 2);
+  EXPECT_EQ(ran.load(), 0);
+}
+
+}  // namespace
+}  // namespace ddpx
