@@ -95,6 +95,47 @@ class CudaDeviceKernels : public DeviceKernels {
                           static_cast<const float*>(b.data()), static_cast<float*>(c.data()));
   }
 
+  absl::Status add_scaled(const Tensor& a, float alpha, const Tensor& b,
+                          const Tensor& out) override {
+    if (absl::Status s = check_elementwise("add_scaled", a, b, true); !s.ok()) return s;
+    if (absl::Status s = check_elementwise("add_scaled: out", a, out, true); !s.ok()) return s;
+    if (!a.device().is_cuda()) return not_cuda(a, "add_scaled");
+    DeviceGuard guard(a.device().index);
+    if (!guard.status().ok()) return guard.status();
+    return DDPX_CUDA_CHECK(cuda_kernels::add_scaled(
+        static_cast<const float*>(a.data()), alpha, static_cast<const float*>(b.data()),
+        static_cast<float*>(out.data()), a.numel(), current_stream(a.device().index)));
+  }
+
+  absl::Status divide(const Tensor& x, float divisor) override {
+    if (absl::Status s = check_elementwise("divide", x, Tensor(), true); !s.ok()) return s;
+    if (!x.device().is_cuda()) return not_cuda(x, "divide");
+    DeviceGuard guard(x.device().index);
+    if (!guard.status().ok()) return guard.status();
+    return DDPX_CUDA_CHECK(cuda_kernels::divide(static_cast<float*>(x.data()), divisor,
+                                                x.numel(), current_stream(x.device().index)));
+  }
+
+  absl::Status fill(const Tensor& x, float value) override {
+    if (absl::Status s = check_elementwise("fill", x, Tensor(), true); !s.ok()) return s;
+    if (!x.device().is_cuda()) return not_cuda(x, "fill");
+    DeviceGuard guard(x.device().index);
+    if (!guard.status().ok()) return guard.status();
+    return DDPX_CUDA_CHECK(cuda_kernels::fill(static_cast<float*>(x.data()), value,
+                                              x.numel(), current_stream(x.device().index)));
+  }
+
+  absl::Status copy(const Tensor& src, const Tensor& dst) override {
+    if (absl::Status s = check_elementwise("copy", src, dst, false); !s.ok()) return s;
+    if (!src.device().is_cuda()) return not_cuda(src, "copy");
+    if (src.nbytes() == 0) return absl::OkStatus();
+    DeviceGuard guard(src.device().index);
+    if (!guard.status().ok()) return guard.status();
+    return DDPX_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(),
+                                           cudaMemcpyDeviceToDevice,
+                                           current_stream(src.device().index)));
+  }
+
   absl::Status synchronize(Device device) override {
     if (!device.is_cuda()) return absl::OkStatus();
     DeviceGuard guard(device.index);

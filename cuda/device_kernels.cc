@@ -89,6 +89,24 @@ absl::Status check_dequantize(const Tensor& src, int64_t chunk, const Tensor& ds
   return quantize_sizes("dequantize: source", dst.numel(), chunk, src);
 }
 
+absl::Status check_elementwise(const char* what, const Tensor& a, const Tensor& b,
+                               bool float32_only) {
+  for (const Tensor* t : {&a, &b}) {
+    if (t == &b && !b.defined() && a.defined()) break;  // a one-tensor operation
+    if (absl::Status s = defined(*t, what); !s.ok()) return s;
+    if (float32_only) {
+      if (absl::Status s = check_dtype(*t, DType::kFloat32, what); !s.ok()) return s;
+    }
+  }
+  if (!b.defined()) return absl::OkStatus();
+  if (absl::Status s = same_device(a, b, what); !s.ok()) return s;
+  if (a.dtype() != b.dtype()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(what, ": dtypes differ: ", a.str(), " and ", b.str()));
+  }
+  return check_numel(b, a.numel(), what);
+}
+
 absl::StatusOr<MatrixBatch> check_matrices(const Tensor& t, const char* what) {
   if (absl::Status s = defined(t, what); !s.ok()) return s;
   if (absl::Status s = check_dtype(t, DType::kFloat32, what); !s.ok()) return s;

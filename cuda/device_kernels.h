@@ -40,6 +40,17 @@ class DeviceKernels {
   // c = op(a) op(b), float32, 2-D or batched 3-D with one batch size.
   virtual absl::Status matmul(const Tensor& a, bool transpose_a, const Tensor& b,
                               bool transpose_b, const Tensor& c) = 0;
+  // ---- element-wise float32 (cuda/elementwise_math.h), for PowerSGD ----
+  // out = a + alpha * b (out may be a or b); one device, one numel.
+  virtual absl::Status add_scaled(const Tensor& a, float alpha, const Tensor& b,
+                                  const Tensor& out) = 0;
+  // x = x / divisor, in place.
+  virtual absl::Status divide(const Tensor& x, float divisor) = 0;
+  // x = value.
+  virtual absl::Status fill(const Tensor& x, float value) = 0;
+  // dst = src (same dtype and numel, same device), ordered on the stream
+  // like the kernels: unlike Tensor::copy_from, the host does not wait.
+  virtual absl::Status copy(const Tensor& src, const Tensor& dst) = 0;
   // Waits for everything issued on `device`'s current stream.
   virtual absl::Status synchronize(Device device) = 0;
 };
@@ -54,6 +65,12 @@ DeviceKernels* device_kernels(Device::Type type);  // null if none registered
 absl::Status check_cast(const Tensor& src, const Tensor& dst);
 absl::Status check_quantize(const Tensor& src, int64_t chunk, const Tensor& dst);
 absl::Status check_dequantize(const Tensor& src, int64_t chunk, const Tensor& dst);
+
+// add_scaled / divide / fill / copy: defined tensors on one device with the
+// same numel; float32 for the arithmetic (`float32_only`), any one dtype for
+// copy. `b` may be undefined for the one-tensor operations.
+absl::Status check_elementwise(const char* what, const Tensor& a, const Tensor& b,
+                               bool float32_only);
 
 struct MatrixBatch {
   int64_t batch, rows, cols;

@@ -1,4 +1,5 @@
-// Launchers of the CUDA kernels (casts.cu, quantize.cu, orthogonalize.cu).
+// Launchers of the CUDA kernels (casts.cu, quantize.cu, orthogonalize.cu,
+// elementwise.cu).
 //
 // This header is what nvcc and the C++ compiler share: it needs only
 // <cuda_runtime_api.h>, and every launcher returns the cudaError_t of its
@@ -34,6 +35,13 @@ cudaError_t dequantize_minmax(const uint8_t* in, int64_t n, int64_t chunk, float
 // (PowerSGD's P or Q), in place: columns become orthonormal.
 cudaError_t orthogonalize_gram_schmidt(float* matrices, int batch, int64_t rows, int cols,
                                        float epsilon, cudaStream_t stream);
+
+// Element-wise float32 (elementwise_math.h), n elements each:
+// out = a + alpha * b (out may alias a or b); x = x / divisor; x = value.
+cudaError_t add_scaled(const float* a, float alpha, const float* b, float* out, int64_t n,
+                       cudaStream_t stream);
+cudaError_t divide(float* x, float divisor, int64_t n, cudaStream_t stream);
+cudaError_t fill(float* x, float value, int64_t n, cudaStream_t stream);
 
 }  // namespace cuda_kernels
 }  // namespace ddpx

@@ -8,6 +8,9 @@
 //   u64 rng_state
 //   u64 bucket count, then per bucket (ascending index):
 //     u64 index | u8 low_rank_initialized | 3 x (u64 length | length f32): error, p_memory, q_memory
+//     (for a bucket on a device, its device memories copied to the host: the
+//     format does not say where a bucket lived, so a checkpoint taken on a
+//     GPU resumes on the CPU and back)
 //   "END!"
 //
 // Integers and floats are written in the host's byte order, which on every
@@ -15,6 +18,8 @@
 #include <cstring>
 #include <istream>
 #include <ostream>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "hooks/powersgd_state.h"
@@ -37,6 +42,20 @@ void put_vector(std::ostream& out, const std::vector<float>& v) {
   put<uint64_t>(out, v.size());
   out.write(reinterpret_cast<const char*>(v.data()),
             static_cast<std::streamsize>(v.size() * sizeof(float)));
+}
+
+// A memory as it is written: its host vector, or (a bucket on a device) a
+// host copy of its device tensor, which then holds the truth.
+absl::StatusOr<std::vector<float>> host_values(const std::vector<float>& host,
+                                               const Tensor& device) {
+  if (!device.defined()) return host;
+  Tensor copy = Tensor::zeros({device.numel()}, DType::kFloat32);
+  if (absl::Status s = copy.copy_from(device.flatten()); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("PowerSGD checkpoint: copying a memory from ",
+                                               device.str(), " to the host: ", s.message()));
+  }
+  const float* values = copy.data_as<float>();
+  return std::vector<float>(values, values + copy.numel());
 }
 
 class Reader {
@@ -110,9 +129,17 @@ absl::Status PowerSGDState::save(std::ostream& out) const {
   for (const auto& [index, memory] : buckets_) {
     put<uint64_t>(out, index);
     put<uint8_t>(out, memory->low_rank_initialized);
-    put_vector(out, memory->error);
-    put_vector(out, memory->p_memory);
-    put_vector(out, memory->q_memory);
+    for (auto [host, device] : {std::pair(&memory->error, &memory->device_error),
+                                std::pair(&memory->p_memory, &memory->device_p_memory),
+                                std::pair(&memory->q_memory, &memory->device_q_memory)}) {
+      if (!device->defined()) {
+        put_vector(out, *host);
+        continue;
+      }
+      absl::StatusOr<std::vector<float>> values = host_values(*host, *device);
+      if (!values.ok()) return values.status();
+      put_vector(out, *values);
+    }
   }
   out.write(kEnd, sizeof(kEnd));
   out.flush();

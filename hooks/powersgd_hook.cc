@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hooks/batched_powersgd_hook.h"
+#include "hooks/powersgd_device_step.h"
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_step.h"
 
@@ -13,23 +14,32 @@ namespace ddpx {
 
 std::shared_ptr<Future<Tensor>> PowerSGDHook::run_compressed(GradBucket& bucket) {
   const Tensor buffer = bucket.buffer();
-  // A device bucket is worked on through a host copy (host_buffer); a CPU
-  // bucket is `staged` itself.
-  absl::StatusOr<Tensor> host = host_buffer(bucket);
-  if (!host.ok()) return Future<Tensor>::failed(host.status());
-  const Tensor staged = *host;
-  // A float32 bucket is worked on in place; a float16/bfloat16 one through a
-  // float32 copy whose result is narrowed back into it.
-  absl::StatusOr<Tensor> work = float32_work_buffer(staged, "PowerSGD");
-  if (!work.ok()) return Future<Tensor>::failed(work.status());
   absl::StatusOr<CompressionPlan> plan = plan_layerwise(
       bucket.offsets(), bucket.shapes(), buffer.numel(), state().options());
   if (!plan.ok()) return Future<Tensor>::failed(plan.status());
+  if (!buffer.device().is_cpu()) {
+    // On the bucket's device, through its kernels (powersgd_device_step.h).
+    DeviceKernels* k = kernels_of(bucket);
+    absl::StatusOr<Tensor> work = device_float32_work(buffer, *k, "PowerSGD");
+    if (!work.ok()) return Future<Tensor>::failed(work.status());
+    const Tensor result = *work;
+    return start_device_step(bucket, result, *std::move(plan),
+                             [buffer, result, k]() -> absl::StatusOr<Tensor> {
+                               if (absl::Status s = device_store_result(result, buffer, *k);
+                                   !s.ok()) {
+                                 return s;
+                               }
+                               return buffer;
+                             });
+  }
+  // A float32 bucket is worked on in place; a float16/bfloat16 one through a
+  // float32 copy whose result is narrowed back into it.
+  absl::StatusOr<Tensor> work = float32_work_buffer(buffer, "PowerSGD");
+  if (!work.ok()) return Future<Tensor>::failed(work.status());
   const Tensor result = *work;
   return start_step(bucket, result, *std::move(plan),
-                    [buffer, staged, result]() -> absl::StatusOr<Tensor> {
-                      store_result(result.data_as<float>(), staged);
-                      if (absl::Status s = write_back(staged, buffer); !s.ok()) return s;
+                    [buffer, result]() -> absl::StatusOr<Tensor> {
+                      store_result(result.data_as<float>(), buffer);
                       return buffer;
                     });
 }

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "hooks/bucket_math.h"
 #include "hooks/default_hooks.h"
+#include "hooks/powersgd_device_step.h"
 #include "hooks/powersgd_step.h"
 
 namespace ddpx {
@@ -42,29 +43,26 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
   step.plan = std::move(plan);
   step.finish = std::move(finish);
   step.counter = counter_;
-  if (!bucket.buffer().device().is_cpu()) {
-    step.collective_device = bucket.buffer().device();
-    step.kernels = device_kernels(step.collective_device.type);  // checked in run()
-  }
   return run_powersgd_step(pg_, state_, std::move(step));
 }
 
-absl::StatusOr<Tensor> PowerSGDHookBase::host_buffer(const GradBucket& bucket) const {
-  const Tensor& buffer = bucket.buffer();
-  if (!buffer.defined() || buffer.device().is_cpu()) return buffer;
-  // Known cost: the whole bucket crosses to the host and back every
-  // compressed step, and the compression itself runs on the host CPU
-  // (DeviceKernels has no element-wise add/subtract for the error feedback).
-  absl::StatusOr<DeviceKernels*> k = kernels_for(buffer, absl::StrCat(name(), " hook"));
-  if (!k.ok()) return k.status();
-  return stage_on_host(buffer, **k);
+std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_device_step(
+    const GradBucket& bucket, Tensor work, CompressionPlan plan,
+    std::function<absl::StatusOr<Tensor>()> finish) {
+  PowerSGDDeviceStepInput step;
+  step.bucket_index = bucket.index();
+  step.bucket_is_last = bucket.is_last();
+  step.work = std::move(work);
+  step.wire_dtype = bucket.buffer().dtype();
+  step.plan = std::move(plan);
+  step.finish = std::move(finish);
+  step.counter = counter_;
+  step.kernels = kernels_of(bucket);
+  return run_powersgd_device_step(pg_, state_, std::move(step));
 }
 
-absl::Status PowerSGDHookBase::write_back(const Tensor& host, const Tensor& bucket_buffer) {
-  if (bucket_buffer.device().is_cpu()) return absl::OkStatus();
-  DeviceKernels* k = device_kernels(bucket_buffer.device().type);
-  if (k == nullptr) return kernels_for(bucket_buffer, "PowerSGD").status();
-  return unstage_to_device(host, bucket_buffer, *k);
+DeviceKernels* PowerSGDHookBase::kernels_of(const GradBucket& bucket) {
+  return device_kernels(bucket.buffer().device().type);
 }
 
 absl::Status PowerSGDHookBase::save_state(std::ostream& out) const {

@@ -8,6 +8,7 @@
 #include <iosfwd>
 #include <memory>
 
+#include "cuda/device_kernels.h"
 #include "hooks/comm_hook.h"
 #include "hooks/hook_stats.h"
 #include "hooks/powersgd_plan.h"
@@ -35,16 +36,18 @@ class PowerSGDHookBase : public CountingHook {
 
  protected:
   virtual std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) = 0;
-  // For a bucket on a device: a host copy of it to compute on (see
-  // PowerSGDStepInput::kernels); for a CPU bucket: the bucket's buffer.
-  absl::StatusOr<Tensor> host_buffer(const GradBucket& bucket) const;
-  // Ends a step whose result is in `host` (from host_buffer): copies it back
-  // into a device bucket; nothing to do for a CPU bucket.
-  static absl::Status write_back(const Tensor& host, const Tensor& bucket_buffer);
+  // For a bucket on a device: that device's kernels (checked in run()).
+  static DeviceKernels* kernels_of(const GradBucket& bucket);
   // Runs one compressed step of `bucket` over `work` (float32) laid out by
   // `plan`; `finish` produces the future's value once `work` holds the
   // result. P, Q and the uncompressed batch travel in the bucket's dtype.
   std::shared_ptr<Future<Tensor>> start_step(
+      const GradBucket& bucket, Tensor work, CompressionPlan plan,
+      std::function<absl::StatusOr<Tensor>()> finish);
+  // The same on the bucket's device (powersgd_device_step.h): `work` is a
+  // float32 tensor there; `finish` may queue device work (the step waits for
+  // it before completing).
+  std::shared_ptr<Future<Tensor>> start_device_step(
       const GradBucket& bucket, Tensor work, CompressionPlan plan,
       std::function<absl::StatusOr<Tensor>()> finish);
 

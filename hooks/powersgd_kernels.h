@@ -1,7 +1,15 @@
-// The arithmetic of one PowerSGD step on row-major float matrices. The two
-// products that compress (P = M Q, Q = M^T P) go through OpenBLAS: sgemm, or
-// sgemv at rank 1. Decompression and the element-wise passes are loops the
-// compiler vectorizes (the target builds with -ftree-vectorize).
+// The arithmetic of one PowerSGD step on row-major float matrices.
+//
+// At PowerSGD's ranks (1..4) every product is a memory-bound pass over M, so
+// what counts is how often M crosses the memory bus, not the flops. The two
+// products that compress (P = M Q, Q = M^T P) are streaming loops that read
+// each row of M once (OpenBLAS's sgemm with n = 2..4 packs M first, and its
+// sgemv cannot take the error-feedback addition into the same pass); above
+// kStreamingMaxRank they go through OpenBLAS's sgemm. Decompression and the
+// element-wise passes are loops the compiler vectorizes (the target builds
+// with -ftree-vectorize). Summation orders are fixed by the code (8 partial
+// sums per dot product, rows in order), never by blocking or threads, so a
+// step is deterministic.
 #ifndef DDPX_HOOKS_POWERSGD_KERNELS_H_
 #define DDPX_HOOKS_POWERSGD_KERNELS_H_
 
@@ -9,9 +17,17 @@
 
 namespace ddpx {
 
+// Ranks up to this run through the streaming loops; larger ones through sgemm.
+inline constexpr int64_t kStreamingMaxRank = 4;
+
 // P (rows x rank) = M (rows x cols) * Q (cols x rank).
 void matmul_m_q(const float* m, int64_t rows, int64_t cols, const float* q,
                 int64_t rank, float* p);
+// Error feedback fused into P = M Q: M += INPUT (M is the error buffer and
+// becomes input + error), then P = M Q, row by row, so each row of the
+// error and of the input crosses the memory bus once for both.
+void add_then_matmul_m_q(float* m, const float* input, int64_t rows, int64_t cols,
+                         const float* q, int64_t rank, float* p);
 // Q (cols x rank) = M^T * P (rows x rank).
 void matmul_mt_p(const float* m, int64_t rows, int64_t cols, const float* p,
                  int64_t rank, float* q);

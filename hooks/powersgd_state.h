@@ -23,6 +23,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hooks/powersgd_random.h"
+#include "process_group/tensor.h"
 
 namespace ddpx {
 
@@ -71,6 +72,15 @@ struct PowerSGDBucketMemory {
   bool low_rank_initialized = false;
   // Scratch for the batched hook's zero-padded square matrix (not state).
   std::vector<float> padded;
+
+  // A bucket on a device (hooks/powersgd_device_step.h) keeps the same three
+  // memories on its device. Where one of these is defined it holds the
+  // truth and its host vector above is empty; save() copies it to the host,
+  // load() drops it (the next device step uploads the loaded vector).
+  Tensor device_error;
+  Tensor device_p_memory;
+  Tensor device_q_memory;
+  Tensor device_padded;  // the batched hook's square, on the device (scratch)
 };
 
 class PowerSGDState {

@@ -78,32 +78,13 @@ void allreduce_then(const std::shared_ptr<StepContext>& ctx, float* data,
     ctx->in.counter->add_traffic(wire.nbytes(),
                                  allreduce_wire_bytes(wire.nbytes(), ctx->pg->size()));
   }
-  // A device bucket: the collective runs on a device copy of the host wire
-  // (a host round trip of the small P/Q/uncompressed tensors, a known cost).
-  Tensor sent = wire;
-  if (ctx->in.kernels != nullptr) {
-    absl::StatusOr<Tensor> on_device =
-        Tensor::empty({numel}, wire.dtype(), ctx->in.collective_device);
-    absl::Status s = on_device.status();
-    if (s.ok()) s = on_device->copy_from(wire);
-    if (!s.ok()) return ctx->fail(absl::StrCat("copying ", what, " to the device"), s);
-    sent = *on_device;
-  }
-  auto future = ctx->pg->allreduce({sent})->get_future();
-  future->add_callback([ctx, wire, sent, data, numel, what, average, narrow,
+  auto future = ctx->pg->allreduce({wire})->get_future();
+  future->add_callback([ctx, wire, data, numel, what, average, narrow,
                         next](Future<TensorList>& done) {
     absl::Status s = done.status();
     if (!s.ok()) return ctx->fail(absl::StrCat("allreduce of ", what), s);
     const TensorList& out = done.value();
-    const Tensor& reduced_anywhere = out.empty() ? sent : out[0];
-    if (ctx->in.kernels != nullptr) {
-      // Back to the host wire; the allocator's copy does not follow the
-      // stream, so wait for the collective's work first.
-      s = ctx->in.kernels->synchronize(ctx->in.collective_device);
-      if (s.ok()) s = wire.copy_from(reduced_anywhere);
-      if (!s.ok()) return ctx->fail(absl::StrCat("copying ", what, " from the device"), s);
-    }
-    const Tensor& reduced = ctx->in.kernels != nullptr ? wire : reduced_anywhere;
+    const Tensor& reduced = out.empty() ? wire : out[0];
     if (narrow) {
       s = widen_into(reduced, data, "PowerSGD");
     } else if (reduced.data() != wire.data()) {
@@ -179,6 +160,25 @@ void unpack_uncompressed(const std::shared_ptr<StepContext>& ctx) {
   allreduce_then(ctx, c.p, plan.p_numel, "Ps", /*average=*/false, compute_qs);
 }
 
+// The (offset, numel) ranges of [0, n) that no compressed matrix covers:
+// where error feedback's M = input + error is not fused into P = M Q.
+std::vector<std::pair<int64_t, int64_t>> uncompressed_ranges_outside(
+    const CompressionPlan& plan, int64_t n) {
+  std::vector<std::pair<int64_t, int64_t>> covered;
+  for (const CompressedMatrix& mat : plan.matrices) {
+    covered.emplace_back(mat.offset, mat.rows * mat.cols);
+  }
+  std::sort(covered.begin(), covered.end());
+  std::vector<std::pair<int64_t, int64_t>> gaps;
+  int64_t at = 0;
+  for (const auto& [offset, numel] : covered) {
+    if (offset > at) gaps.emplace_back(at, offset - at);
+    at = std::max(at, offset + numel);
+  }
+  if (n > at) gaps.emplace_back(at, n - at);
+  return gaps;
+}
+
 // Stages 1-2 on the caller's thread. Returns an error instead of starting
 // when the bucket does not fit what this state remembers for it.
 absl::Status prepare(StepContext& c) {
@@ -207,17 +207,10 @@ absl::Status prepare(StepContext& c) {
   if (options.use_error_feedback) {
     std::vector<float>& error = c.memory->error;
     if (error.empty()) error.assign(static_cast<size_t>(n), 0.0f);
-    // The error buffer becomes M = input + error; the input stays untouched
-    // until results are written, so no copy of it is needed.
-    add_inplace(error.data(), c.work, n);
+    // The error buffer becomes M = input + error (below, fused into P = M Q
+    // for the matrices); the input stays untouched until results are
+    // written, so no copy of it is needed.
     c.m = error.data();
-  }
-
-  c.uncompressed = Tensor::zeros({plan.uncompressed_numel}, DType::kFloat32);
-  float* packed = c.uncompressed.data_as<float>();
-  for (const auto& [offset, numel] : plan.uncompressed) {
-    std::copy(c.m + offset, c.m + offset + numel, packed);
-    packed += numel;
   }
 
   bool randomize = true;
@@ -242,8 +235,26 @@ absl::Status prepare(StepContext& c) {
   if (randomize) fill_standard_normal(c.q, plan.q_numel, c.state->next_random_seed());
   orthogonalize_all(c, /*factor_is_p=*/false);
   for (const CompressedMatrix& mat : plan.matrices) {
-    matmul_m_q(c.m + mat.offset, mat.rows, mat.cols, c.q + mat.q_offset,
-               mat.rank, c.p + mat.p_offset);
+    if (options.use_error_feedback) {
+      // One pass: error += input and P = M Q on each row while it is in cache.
+      add_then_matmul_m_q(c.m + mat.offset, c.work + mat.offset, mat.rows, mat.cols,
+                          c.q + mat.q_offset, mat.rank, c.p + mat.p_offset);
+    } else {
+      matmul_m_q(c.m + mat.offset, mat.rows, mat.cols, c.q + mat.q_offset,
+                 mat.rank, c.p + mat.p_offset);
+    }
+  }
+  if (options.use_error_feedback) {
+    for (const auto& [offset, numel] : uncompressed_ranges_outside(plan, n)) {
+      add_inplace(c.m + offset, c.work + offset, numel);
+    }
+  }
+
+  c.uncompressed = Tensor::zeros({plan.uncompressed_numel}, DType::kFloat32);
+  float* packed = c.uncompressed.data_as<float>();
+  for (const auto& [offset, numel] : plan.uncompressed) {
+    std::copy(c.m + offset, c.m + offset + numel, packed);
+    packed += numel;
   }
   return absl::OkStatus();
 }
@@ -294,20 +305,6 @@ void store_result(const float* src, const Tensor& dst) {
   if (dst.dtype() != DType::kFloat32) return narrow_into(src, dst, 1.0f);
   float* out = dst.data_as<float>();
   if (out != src) std::copy(src, src + dst.numel(), out);
-}
-
-absl::StatusOr<Tensor> stage_on_host(const Tensor& buffer, DeviceKernels& kernels) {
-  if (absl::Status s = kernels.synchronize(buffer.device()); !s.ok()) return s;
-  Tensor host = Tensor::zeros({buffer.numel()}, buffer.dtype());
-  if (absl::Status s = host.copy_from(buffer.flatten()); !s.ok()) return s;
-  return host;
-}
-
-absl::Status unstage_to_device(const Tensor& staged, const Tensor& buffer,
-                               DeviceKernels& kernels) {
-  if (absl::Status s = buffer.flatten().copy_from(staged); !s.ok()) return s;
-  // The hook's future completes after this: the values must be final then.
-  return kernels.synchronize(buffer.device());
 }
 
 std::shared_ptr<Future<Tensor>> run_powersgd_step(

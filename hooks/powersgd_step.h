@@ -10,7 +10,8 @@
 //   5. M ~ P Q^T written into the buffer; error = M - what was applied.
 //
 // Each stage runs on the thread that completes the previous collective; no
-// stage blocks on a future.
+// stage blocks on a future. A bucket on a device runs the same stages on the
+// device instead (powersgd_device_step.h).
 //
 // float16/bfloat16 buckets (fp16_compress_wrapper(powerSGD_hook)): the step
 // still computes in float32 on a widened copy, with error and warm-start
@@ -28,7 +29,6 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
-#include "cuda/device_kernels.h"
 #include "hooks/hook_stats.h"
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_state.h"
@@ -52,13 +52,6 @@ struct PowerSGDStepInput {
   std::function<absl::StatusOr<Tensor>()> finish;
   // Counts the bytes of every collective the step issues (may be null).
   std::shared_ptr<HookStatsCounter> counter;
-  // Where the bucket lives. For a device bucket (kernels non-null) the step
-  // still computes on the host copy in `buffer`; only the collectives run on
-  // device tensors (the process group's backend, e.g. NCCL, wants them
-  // there): each of P, Q and the uncompressed batch is copied host -> device
-  // before its allreduce and back after it. Known cost, see docs/powersgd.md.
-  Device collective_device = Device::cpu();
-  DeviceKernels* kernels = nullptr;
 };
 
 // With `pg` null the step runs as on a group of one without communicating
@@ -80,15 +73,6 @@ absl::StatusOr<Tensor> float32_work_buffer(const Tensor& bucket_buffer,
 // dst (float32, float16 or bfloat16) = src[0..dst.numel()) in dst's dtype,
 // rounded to nearest even; nothing to do when dst already is src.
 void store_result(const float* src, const Tensor& dst);
-
-// ---- a bucket on a device (CUDA) ---------------------------------------------
-// A host tensor holding a copy of the device bucket `buffer` (same dtype),
-// after waiting for the work queued on the device's stream. `kernels` is the
-// device's (hooks/bucket_math.h kernels_for).
-absl::StatusOr<Tensor> stage_on_host(const Tensor& buffer, DeviceKernels& kernels);
-// Copies the host result `staged` back into the device bucket `buffer`.
-absl::Status unstage_to_device(const Tensor& staged, const Tensor& buffer,
-                               DeviceKernels& kernels);
 
 }  // namespace ddpx
 

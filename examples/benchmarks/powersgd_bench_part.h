@@ -32,8 +32,17 @@ struct PowerSGDBenchResult {
   int buckets = 0;
   int compressed_matrices = 0;
   double own_work_ms = 0;   // our hook, no communication (group of one)
-  double gemm_ms = 0;       // the two products alone, the hook's own calls
-  double sgemm_ms = 0;      // the two products as plain cblas_sgemm
+  bool use_error_feedback = true;
+  // The two products alone (P = M Q, Q = M^T P per matrix, back to back):
+  double hook_products_ms = 0;     // the hook's streaming kernels
+  double library_products_ms = 0;  // OpenBLAS: sgemv at rank 1, sgemm above
+  double gemm_ms = 0;              // the anchor: the faster of the two above
+  double sgemm_ms = 0;             // the two products as plain cblas_sgemm
+  // The memory traffic a step must move (7 |M| with error feedback, 3 |M|
+  // without) as plain streaming passes over the same buffers: no
+  // implementation of the step can be faster than this.
+  double traffic_floor_ms = 0;
+  double traffic_floor_bytes = 0;
   double ours_gloo_ms = 0;  // our hook on a 1-rank gloo group
   double torch_ms = -1;     // torch's hook on a 1-rank gloo group; -1 if not run
   std::string torch_note;   // why torch was not run, if it was not
@@ -51,6 +60,10 @@ struct PowerSGDBenchResult {
 
 // ResNet-50's parameter shapes in registration order (25,557,032 values).
 std::vector<Shape> resnet50_gradient_shapes();
+
+// DDP's bucketing of `shapes`: reverse registration order, a 1 MiB first
+// bucket, then 25 MiB caps (float32). Each entry lists parameter indices.
+std::vector<std::vector<size_t>> ddp_float32_buckets(const std::vector<Shape>& shapes);
 
 absl::StatusOr<PowerSGDBenchResult> run_powersgd_bench(
     const PowerSGDBenchConfig& config);

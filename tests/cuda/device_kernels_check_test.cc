@@ -60,6 +60,25 @@ TEST(DeviceKernelsChecks, MatmulShapes) {
                        "expected [rows, cols]"));
 }
 
+TEST(DeviceKernelsChecks, ElementwiseNamesTheProblem) {
+  Tensor a = Tensor::zeros({8}, DType::kFloat32);
+  EXPECT_TRUE(check_elementwise("add_scaled", a, Tensor::zeros({8}, DType::kFloat32), true).ok());
+  EXPECT_TRUE(check_elementwise("fill", a, Tensor(), true).ok());
+  absl::Status short_b = check_elementwise("add_scaled", a, Tensor::zeros({7}, DType::kFloat32),
+                                           true);
+  EXPECT_TRUE(mentions(short_b, "expected 8 elements")) << short_b;
+  absl::Status f16 = check_elementwise("divide", Tensor::zeros({8}, DType::kFloat16), Tensor(),
+                                       true);
+  EXPECT_TRUE(absl::IsInvalidArgument(f16));
+  EXPECT_TRUE(mentions(f16, "float16")) << f16;
+  // copy takes any one dtype, but not two.
+  Tensor h = Tensor::zeros({8}, DType::kFloat16);
+  EXPECT_TRUE(check_elementwise("copy", h, Tensor::zeros({8}, DType::kFloat16), false).ok());
+  absl::Status mixed = check_elementwise("copy", h, a, false);
+  EXPECT_TRUE(mentions(mixed, "dtypes differ")) << mixed;
+  EXPECT_TRUE(mentions(check_elementwise("fill", Tensor(), Tensor(), true), "undefined"));
+}
+
 TEST(DeviceKernelsRegistry, NothingIsRegisteredForCudaInTheCpuBuild) {
   EXPECT_EQ(device_kernels(Device::Type::kCUDA), nullptr);
 }

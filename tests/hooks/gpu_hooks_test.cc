@@ -8,9 +8,13 @@
 // bit for bit (same records, same float adds in rank order, the division on
 // the host); fp16 is not compared there, because on a device it casts
 // before ncclAvg divides (no device division), which rounds small values
-// twice. PowerSGD (both hooks, with and without error feedback/warm start)
-// is compared to 1e-4: its device path computes on a host copy, but NCCL may
-// sum the ranks' P and Q in another order than Gloo.
+// twice. PowerSGD (both hooks, with and without error feedback/warm start,
+// same-shape matrices batched, a float16 bucket through fp16_compress_wrapper)
+// is compared to 1e-4 (float16: 5e-3) of the largest value: on a CUDA
+// bucket it runs on the device (hooks/powersgd_device_step.h: cuBLAS
+// products, the Gram-Schmidt kernel, element-wise kernels, memories on the
+// device), which sums in other orders than the CPU loops, and NCCL may add
+// the ranks' P and Q in another order than Gloo.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -125,14 +129,16 @@ void expect_gpu_equals_cpu(const HookFactory& make, int world, int64_t n) {
 // to the value's magnitude, at least 1), since NCCL and Gloo may add the
 // ranks' P and Q in different orders.
 void expect_gpu_near_cpu(const HookFactory& make, int world, int64_t n,
-                         const BucketLayout& layout) {
+                         const BucketLayout& layout, float relative = 1e-4f) {
   std::vector<std::vector<float>> cpu = on_cpu(make, world, n, layout);
   std::vector<std::vector<float>> gpu = on_gpu(make, world, n, layout);
   for (int r = 0; r < world; ++r) {
     ASSERT_EQ(gpu[r].size(), static_cast<size_t>(n)) << "rank " << r;
     ASSERT_EQ(cpu[r].size(), static_cast<size_t>(n)) << "rank " << r;
+    float scale = 1.0f;
+    for (float v : cpu[r]) scale = std::max(scale, std::fabs(v));
     for (int64_t i = 0; i < n; ++i) {
-      const float tolerance = 1e-4f * std::max(1.0f, std::fabs(cpu[r][i]));
+      const float tolerance = relative * scale;
       ASSERT_NEAR(gpu[r][i], cpu[r][i], tolerance) << "rank " << r << " element " << i;
     }
   }
@@ -198,6 +204,27 @@ void expect_powersgd_gpu_near_cpu(int world) {
 TEST(HooksOnOneGpu, PowerSGDMatchesTheCpu) {
   DDPX_SKIP_WITHOUT_GPU();
   expect_powersgd_gpu_near_cpu(1);
+}
+
+// Three 32x24 matrices back to back: one strided-batched cuBLAS call per
+// product and one Gram-Schmidt launch per factor on the device.
+TEST(HooksOnOneGpu, PowerSGDBatchesSameShapeMatricesAndMatchesTheCpu) {
+  DDPX_SKIP_WITHOUT_GPU();
+  BucketLayout layout;
+  layout.offsets = {0, 768, 1536, 2304};
+  layout.shapes = {{32, 24}, {32, 24}, {32, 24}, {11}};
+  layout.steps = 5;
+  expect_gpu_near_cpu(powersgd(kFeedbackPowerSGD, false), 1, 2315, layout);
+}
+
+// fp16_compress_wrapper(powerSGD_hook): a float16 bucket widened on the
+// device, P and Q on a float16 wire, the result narrowed back.
+TEST(HooksOnOneGpu, Fp16WrappedPowerSGDMatchesTheCpu) {
+  DDPX_SKIP_WITHOUT_GPU();
+  const HookFactory wrapped = [](std::shared_ptr<ProcessGroup> pg) {
+    return fp16_compress_wrapper(powersgd(kFeedbackPowerSGD, false)(pg));
+  };
+  expect_gpu_near_cpu(wrapped, 1, kPowerSGDNumel, powersgd_layout(5), 5e-3f);
 }
 
 TEST(HooksOnTwoGpus, PowerSGDMatchesTheCpu) {

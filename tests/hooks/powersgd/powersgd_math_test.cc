@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -210,6 +211,61 @@ TEST(Kernels, ProductsMatchNaiveLoops) {
       double s = 0;
       for (int64_t k = 0; k < rank; ++k) s += double(p[i * rank + k]) * q2[j * rank + k];
       EXPECT_NEAR(out[i * cols + j], s, 1e-3 * (1 + std::fabs(s)));
+    }
+  }
+}
+
+// Every dispatch of the products (rank 1: sgemv; 2..4: the streaming loops
+// with their 8-lane partial sums, tails and 4-row blocks; 5: sgemm) against
+// double-precision loops, on shapes with remainders everywhere.
+TEST(Kernels, StreamingProductsMatchNaiveLoopsAtEveryRank) {
+  for (int64_t rank = 1; rank <= kStreamingMaxRank + 1; ++rank) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{7, 37}, {13, 8}, {4, 3}, {1, 101}}) {
+      std::vector<float> m(rows * cols), q(cols * rank), p(rows * rank), q2(cols * rank);
+      fill_standard_normal(m.data(), m.size(), 10 + rank);
+      fill_standard_normal(q.data(), q.size(), 20 + rank);
+      matmul_m_q(m.data(), rows, cols, q.data(), rank, p.data());
+      matmul_mt_p(m.data(), rows, cols, p.data(), rank, q2.data());
+      for (int64_t i = 0; i < rows; ++i) {
+        for (int64_t k = 0; k < rank; ++k) {
+          double s = 0;
+          for (int64_t j = 0; j < cols; ++j) s += double(m[i * cols + j]) * q[j * rank + k];
+          ASSERT_NEAR(p[i * rank + k], s, 1e-4) << "rank " << rank << " row " << i;
+        }
+      }
+      for (int64_t j = 0; j < cols; ++j) {
+        for (int64_t k = 0; k < rank; ++k) {
+          double s = 0;
+          for (int64_t i = 0; i < rows; ++i) s += double(m[i * cols + j]) * p[i * rank + k];
+          ASSERT_NEAR(q2[j * rank + k], s, 1e-3) << "rank " << rank << " col " << j;
+        }
+      }
+    }
+  }
+}
+
+// Error feedback fused into P = M Q: the error buffer ends as exactly
+// error + input (one float addition per element) and P is M Q of that sum.
+TEST(Kernels, AddThenMatmulLeavesTheSumAndItsProduct) {
+  for (int64_t rank = 1; rank <= kStreamingMaxRank + 1; ++rank) {
+    const int64_t rows = 6, cols = 29;
+    std::vector<float> e(rows * cols), in(rows * cols), q(cols * rank), p(rows * rank),
+        p_want(rows * rank);
+    fill_standard_normal(e.data(), e.size(), 30 + rank);
+    fill_standard_normal(in.data(), in.size(), 40 + rank);
+    fill_standard_normal(q.data(), q.size(), 50 + rank);
+    std::vector<float> sum = e;
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += in[i];
+    const std::vector<float> in_before = in;
+    add_then_matmul_m_q(e.data(), in.data(), rows, cols, q.data(), rank, p.data());
+    EXPECT_EQ(e, sum) << "rank " << rank;
+    EXPECT_EQ(in, in_before);
+    for (int64_t i = 0; i < rows; ++i) {
+      for (int64_t k = 0; k < rank; ++k) {
+        double s = 0;
+        for (int64_t j = 0; j < cols; ++j) s += double(sum[i * cols + j]) * q[j * rank + k];
+        ASSERT_NEAR(p[i * rank + k], s, 1e-4) << "rank " << rank << " row " << i;
+      }
     }
   }
 }
