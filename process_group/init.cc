@@ -44,21 +44,26 @@ struct Rendezvous {
   int world_size = -1;
 };
 
+// The rendezvous store at host:port. Normally rank 0 serves it in-process;
+// under torchrun's agent store every rank is a client of the agent's server.
 absl::StatusOr<std::shared_ptr<Store>> connect_tcp(const std::string& host,
                                                    int port, int rank,
                                                    int world_size,
-                                                   std::chrono::milliseconds timeout) {
+                                                   std::chrono::milliseconds timeout,
+                                                   bool agent_serves = false) {
   TCPStoreOptions opts;
   opts.port = static_cast<uint16_t>(port);
-  opts.is_master = rank == 0;  // rank 0 hosts the server in-process
+  opts.is_master = rank == 0 && !agent_serves;
   opts.num_workers = world_size;
   opts.timeout = timeout;
   absl::StatusOr<std::unique_ptr<TCPStore>> store = TCPStore::create(host, opts);
   if (!store.ok()) {
-    return absl::Status(store.status().code(),
-                        absl::StrCat("rendezvous with ", host, ":", port,
-                                     " as rank ", rank, " of ", world_size,
-                                     ": ", store.status().message()));
+    return absl::Status(
+        store.status().code(),
+        absl::StrCat(agent_serves ? "joining torchrun's agent store at " : "rendezvous with ",
+                     host, ":", port, " as rank ", rank, " of ", world_size,
+                     agent_serves ? " (TORCHELASTIC_USE_AGENT_STORE=True)" : "", ": ",
+                     store.status().message()));
   }
   return std::shared_ptr<Store>(*std::move(store));
 }
@@ -117,10 +122,13 @@ absl::StatusOr<Rendezvous> rendezvous(const InitOptions& o) {
       if (r.rank < 0) r.rank = env.rank;
       if (r.world_size < 1) r.world_size = env.world_size;
     }
-    absl::StatusOr<std::shared_ptr<Store>> s =
-        connect_tcp(env.master_addr, env.master_port, r.rank, r.world_size, o.timeout);
+    absl::StatusOr<TorchrunAgentStore> agent = read_torchrun_agent_store(getenv_fn);
+    if (!agent.ok()) return agent.status();
+    absl::StatusOr<std::shared_ptr<Store>> s = connect_tcp(
+        env.master_addr, env.master_port, r.rank, r.world_size, o.timeout, agent->in_use);
     if (!s.ok()) return s.status();
     r.store = *s;
+    if (agent->in_use) r.store = std::make_shared<PrefixStore>(agent->key_prefix(), r.store);
     return r;
   }
   if (absl::ConsumePrefix(&rest, "tcp://")) {
@@ -256,11 +264,25 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> new_group(
 
 void destroy_process_group() {
   World& w = world();
-  std::lock_guard<std::mutex> lock(w.mu);
-  w.default_group.reset();
-  w.root_store.reset();
-  w.backend.clear();
-  w.groups_created = 0;
+  std::shared_ptr<ProcessGroup> group;
+  std::shared_ptr<Store> root;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    group = std::move(w.default_group);
+    root = std::move(w.root_store);
+    w.backend.clear();
+    w.groups_created = 0;
+  }
+  // Released outside the lock: a backend's destructor waits for the ops
+  // still running (up to their timeout), and default_process_group() or a
+  // new init_process_group on another thread must not wait behind that.
+  // The group goes first: its backend's store connections are clients of
+  // the server that `root` may host (rank 0 under tcp:// and env://), and a
+  // backend that waits for its peers before closing (gloo's closing
+  // handshake) thereby also keeps that server up until the peers are done
+  // with it.
+  group.reset();
+  root.reset();
 }
 
 }  // namespace ddpx

@@ -19,7 +19,10 @@ struct InitOptions {
   // "gloo", "nccl", "round_robin:gloo*2".
   std::string backend = "gloo";
   // "env://" (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, or SLURM_*, or
-  // OMPI_COMM_WORLD_*), "tcp://host:port", "file:///path".
+  // OMPI_COMM_WORLD_*), "tcp://host:port", "file:///path". env:// under
+  // torchrun with TORCHELASTIC_USE_AGENT_STORE=True joins the store the
+  // elastic agent serves at MASTER_ADDR:MASTER_PORT instead of having rank 0
+  // host one (see TorchrunAgentStore in launch_env.h).
   std::string init_method = "env://";
   int world_size = -1;  // -1: from the init method / environment
   int rank = -1;

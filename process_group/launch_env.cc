@@ -1,6 +1,7 @@
 #include "process_group/launch_env.h"
 
 #include <cstdlib>
+#include <limits>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -191,6 +192,28 @@ absl::StatusOr<LaunchEnv> read_launch_env_from(const EnvLookup& env) {
 
 absl::StatusOr<LaunchEnv> read_launch_env() {
   return read_launch_env_from([](const char* name) { return std::getenv(name); });
+}
+
+std::string TorchrunAgentStore::key_prefix() const {
+  return absl::StrCat("/worker/attempt_", restart_count);
+}
+
+absl::StatusOr<TorchrunAgentStore> read_torchrun_agent_store(const EnvLookup& env) {
+  TorchrunAgentStore agent;
+  // torch compares with str(True), so "true" or "1" do not count either.
+  const char* use = env("TORCHELASTIC_USE_AGENT_STORE");
+  agent.in_use = use != nullptr && absl::string_view(use) == "True";
+  if (!agent.in_use) return agent;
+  absl::StatusOr<int64_t> count =
+      int_var(env, "TORCHELASTIC_RESTART_COUNT", true, -1,
+              "torchrun with TORCHELASTIC_USE_AGENT_STORE=True");
+  if (!count.ok()) return count.status();
+  if (*count < 0 || *count > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "TORCHELASTIC_RESTART_COUNT=", *count, " must be a count (0 or more)"));
+  }
+  agent.restart_count = static_cast<int>(*count);
+  return agent;
 }
 
 absl::StatusOr<std::string> first_slurm_host(const std::string& nodelist) {

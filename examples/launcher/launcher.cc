@@ -3,16 +3,13 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
+#include <optional>
 #include <thread>
+
+#include "examples/launcher/child_process.h"
 
 namespace ddpx::launcher {
 namespace {
@@ -31,26 +28,13 @@ void forward_signal(int sig) {
 
 const int kForwarded[] = {SIGINT, SIGTERM, SIGHUP};
 
-std::string describe(int rank, pid_t pid, int status) {
-  std::string who = "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ")";
-  if (WIFEXITED(status)) return who + " exited with status " + std::to_string(WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) {
-    const int sig = WTERMSIG(status);
-    return who + " was killed by signal " + std::to_string(sig) + " (" + strsignal(sig) + ")";
-  }
-  return who + " stopped with wait status " + std::to_string(status);
-}
+// How often the launcher looks for a rank that ended.
+constexpr std::chrono::milliseconds kPollInterval{10};
 
-int exit_code_of(int status) {
-  if (WIFEXITED(status)) return WEXITSTATUS(status);
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return 1;
-}
-
-[[noreturn]] void exec_rank(const LaunchOptions& o, int rank, int port) {
-  // Die with the launcher even if it is SIGKILLed (no orphaned ranks).
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  const std::pair<const char*, std::string> vars[] = {
+// The rendezvous variables env:// reads, then the caller's extras.
+std::vector<std::pair<std::string, std::string>> rank_environment(const LaunchOptions& o,
+                                                                  int rank, int port) {
+  std::vector<std::pair<std::string, std::string>> env = {
       {"RANK", std::to_string(rank)},
       {"WORLD_SIZE", std::to_string(o.nproc)},
       {"LOCAL_RANK", std::to_string(rank)},
@@ -59,42 +43,13 @@ int exit_code_of(int status) {
       {"MASTER_ADDR", o.master_addr},
       {"MASTER_PORT", std::to_string(port)},
   };
-  for (const auto& [name, value] : vars) setenv(name, value.c_str(), 1);
-  for (const auto& [name, value] : o.env) setenv(name.c_str(), value.c_str(), 1);
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(o.program.c_str()));
-  for (const std::string& a : o.args) argv.push_back(const_cast<char*>(a.c_str()));
-  argv.push_back(nullptr);
-  execvp(o.program.c_str(), argv.data());
-  fprintf(stderr, "launcher: rank %d: cannot exec %s: %s\n", rank, o.program.c_str(),
-          strerror(errno));
-  _exit(127);
+  for (const auto& kv : o.env) env.push_back(kv);
+  return env;
 }
 
-// Waits for every child still running, SIGKILLing those alive after `grace`.
-void reap_all(std::vector<pid_t>& pids, std::chrono::milliseconds grace) {
-  const auto deadline = std::chrono::steady_clock::now() + grace;
-  bool killed = false;
-  for (;;) {
-    bool any = false;
-    for (pid_t& pid : pids) {
-      if (pid <= 0) continue;
-      int status;
-      const pid_t r = waitpid(pid, &status, WNOHANG);
-      if (r == pid || (r < 0 && errno == ECHILD)) {
-        pid = -1;
-      } else {
-        any = true;
-      }
-    }
-    if (!any) return;
-    if (!killed && std::chrono::steady_clock::now() >= deadline) {
-      for (pid_t pid : pids)
-        if (pid > 0) kill(pid, SIGKILL);
-      killed = true;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+std::string describe(int rank, pid_t pid, const ExitStatus& status) {
+  return "rank " + std::to_string(rank) + " (pid " + std::to_string(pid) + ") " +
+         status.describe();
 }
 
 }  // namespace
@@ -124,12 +79,6 @@ LaunchResult launch_local_ranks(const LaunchOptions& o) {
                      "], got " + std::to_string(o.nproc);
     return result;
   }
-  // Bare names are looked up on PATH by execvp.
-  if (o.program.find('/') != std::string::npos && access(o.program.c_str(), X_OK) != 0) {
-    result.exit_code = 1;
-    result.message = "launcher: " + o.program + " is not executable: " + strerror(errno);
-    return result;
-  }
   const int port = o.master_port > 0 ? o.master_port : pick_free_port();
   if (port <= 0) {
     result.exit_code = 1;
@@ -144,45 +93,40 @@ LaunchResult launch_local_ranks(const LaunchOptions& o) {
   sigemptyset(&forward.sa_mask);
   for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &forward, &previous[i]);
 
-  std::vector<pid_t> pids(o.nproc, -1);
-  fflush(nullptr);  // children must not re-emit our buffered output
+  // ranks[r] is rank r's process; a failed spawn stops the list short.
+  std::vector<ChildProcess> ranks;
   for (int rank = 0; rank < o.nproc; ++rank) {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &previous[i], nullptr);
-      exec_rank(o, rank, port);
-    }
-    if (pid < 0) {
+    SpawnOptions spawn;
+    spawn.argv = {o.program};
+    spawn.argv.insert(spawn.argv.end(), o.args.begin(), o.args.end());
+    spawn.env = rank_environment(o, rank, port);
+    spawn.die_with_parent = true;  // no orphaned ranks if the launcher is SIGKILLed
+    for (int i = 0; i < 3; ++i) spawn.restore_signal_actions.push_back({kForwarded[i], previous[i]});
+    absl::StatusOr<ChildProcess> child = ChildProcess::spawn(spawn);
+    if (!child.ok()) {
       result.exit_code = 1;
-      result.message = "launcher: fork for rank " + std::to_string(rank) +
-                       " failed: " + strerror(errno);
+      result.failed_rank = rank;
+      result.message = "launcher: rank " + std::to_string(rank) + ": " +
+                       std::string(child.status().message());
       break;
     }
-    pids[rank] = pid;
-    g_children[rank] = pid;
+    g_children[rank] = child->pid();
     g_child_count = rank + 1;
+    ranks.push_back(*std::move(child));
   }
 
-  int running = 0;
-  for (pid_t pid : pids) running += pid > 0;
+  int running = static_cast<int>(ranks.size());
   while (result.exit_code == 0 && running > 0) {
-    int status = 0;
-    const pid_t pid = waitpid(-1, &status, 0);
-    if (pid < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    int rank = -1;
-    for (int r = 0; r < o.nproc; ++r)
-      if (pids[r] == pid) rank = r;
-    if (rank < 0) continue;  // not ours
-    pids[rank] = -1;
-    g_children[rank] = -1;
-    --running;
-    if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
+    for (int rank = 0; rank < static_cast<int>(ranks.size()) && result.exit_code == 0; ++rank) {
+      if (g_children[rank] <= 0) continue;  // already reaped
+      std::optional<ExitStatus> status = ranks[rank].try_wait();
+      if (!status.has_value()) continue;
+      g_children[rank] = -1;
+      --running;
+      if (status->success()) continue;
       result.failed_rank = rank;
-      result.exit_code = exit_code_of(status);
-      result.message = "launcher: " + describe(rank, pid, status);
+      result.exit_code = status->shell_code();
+      result.message = "launcher: " + describe(rank, ranks[rank].pid(), *status);
       if (g_forwarded_signal != 0) {
         result.message += " after the launcher forwarded signal " +
                           std::to_string(g_forwarded_signal);
@@ -190,11 +134,11 @@ LaunchResult launch_local_ranks(const LaunchOptions& o) {
         result.message += "; stopping the other ranks";
       }
     }
+    if (result.exit_code == 0 && running > 0) std::this_thread::sleep_for(kPollInterval);
   }
   // Fail fast: whatever is still running goes down with the first failure.
-  for (pid_t pid : pids)
-    if (pid > 0) kill(pid, SIGTERM);
-  reap_all(pids, o.grace);
+  for (ChildProcess& rank : ranks) rank.kill(SIGTERM);
+  reap_all(ranks, std::chrono::steady_clock::now() + o.grace);
   for (int i = 0; i < 3; ++i) sigaction(kForwarded[i], &previous[i], nullptr);
   g_child_count = 0;
   if (result.exit_code == 0 && g_forwarded_signal != 0) {

@@ -6,6 +6,8 @@
 // exit or a signal) makes the launcher terminate the others (SIGTERM, then
 // SIGKILL after a grace period) and report which rank failed and how.
 // SIGINT/SIGTERM/SIGHUP sent to the launcher are forwarded to every rank.
+// A program that cannot be executed fails the launch at once, naming it.
+// The processes themselves are //examples/launcher:child_process children.
 #ifndef DDPX_EXAMPLES_LAUNCHER_LAUNCHER_H_
 #define DDPX_EXAMPLES_LAUNCHER_LAUNCHER_H_
 

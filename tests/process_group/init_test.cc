@@ -10,6 +10,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "store/hash_store.h"
+#include "store/tcp_store.h"
 #include "tests/process_group/rank_processes.h"
 
 namespace ddpx {
@@ -88,6 +89,76 @@ TEST(InitProcesses, EnvInitMethodOpenMpiVariables) {
   expect_all_ok(run_workers(2, {"--init=env://"}, false, env));
 }
 
+// ---- torchrun's agent store: the test process plays the elastic agent ----
+
+// The store torchrun's agent serves on MASTER_PORT before it starts ranks.
+std::unique_ptr<TCPStore> start_agent_store() {
+  TCPStoreOptions o;
+  o.port = 0;
+  o.is_master = true;
+  o.wait_for_workers = false;
+  o.timeout = std::chrono::seconds(20);
+  absl::StatusOr<std::unique_ptr<TCPStore>> store = TCPStore::create("127.0.0.1", o);
+  EXPECT_TRUE(store.ok()) << store.status();
+  return store.ok() ? *std::move(store) : nullptr;
+}
+
+// What torchrun sets for each rank; agent_flag null leaves the variable out.
+std::function<EnvVars(int)> torchrun_env(int world, int port, const char* agent_flag,
+                                         int restart_count) {
+  return [=](int rank) {
+    EnvVars env = {{"RANK", std::to_string(rank)}, {"WORLD_SIZE", std::to_string(world)},
+                   {"LOCAL_RANK", std::to_string(rank)},
+                   {"LOCAL_WORLD_SIZE", std::to_string(world)},
+                   {"MASTER_ADDR", "127.0.0.1"}, {"MASTER_PORT", std::to_string(port)},
+                   {"TORCHELASTIC_RESTART_COUNT", std::to_string(restart_count)}};
+    if (agent_flag != nullptr) env.push_back({"TORCHELASTIC_USE_AGENT_STORE", agent_flag});
+    return env;
+  };
+}
+
+TEST(InitProcesses, TorchrunAgentStoreIsJoinedByEveryRankAsAClient) {
+  std::unique_ptr<TCPStore> agent = start_agent_store();
+  ASSERT_NE(agent, nullptr);
+  // Two attempts on one agent store, as after an elastic restart: the second
+  // must not trip over the first one's keys.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    // Rank 0 hosting its own store would fail: the agent holds the port.
+    expect_all_ok(run_workers(2, {"--init=env://", "--store_marker"}, false,
+                              torchrun_env(2, agent->port(), "True", attempt)));
+    // The ranks' keys are in the agent's store, under torch's attempt prefix.
+    for (int rank = 0; rank < 2; ++rank) {
+      std::string key = "/worker/attempt_" + std::to_string(attempt) +
+                        "/default_pg/marker/rank" + std::to_string(rank);
+      absl::StatusOr<std::string> marker = agent->get_string(key);
+      ASSERT_TRUE(marker.ok()) << key << ": " << marker.status();
+      EXPECT_THAT(*marker, ::testing::StartsWith("pid "));
+    }
+  }
+}
+
+TEST(InitProcesses, WithoutTheAgentVariableRankZeroHostsTheStore) {
+  // Any value but torch's "True" means no agent store: rank 0 hosts, and
+  // the job works with nobody else serving the port.
+  int port = testing_util::free_port();
+  expect_all_ok(run_workers(2, {"--init=env://"}, false, torchrun_env(2, port, "False", 0)));
+
+  // With the variable left out and an agent holding the port, rank 0 tries
+  // to host there and says so.
+  std::unique_ptr<TCPStore> agent = start_agent_store();
+  ASSERT_NE(agent, nullptr);
+  std::vector<RankRun> runs =
+      run_workers(2, {"--init=env://", "--timeout_ms=2000"}, false,
+                  torchrun_env(2, agent->port(), nullptr, 0));
+  EXPECT_FALSE(runs[0].ok());
+  EXPECT_THAT(runs[0].output, ::testing::AllOf(
+                                  HasSubstr("as rank 0 of 2: store server: bind/listen on"),
+                                  HasSubstr(std::to_string(agent->port()) +
+                                            ": Address already in use")));
+  EXPECT_FALSE(runs[1].ok()) << "rank 1 cannot finish without rank 0";
+}
+
 TEST(InitProcesses, SubgroupsAndRoundRobinAcrossProcesses) {
   std::string url = "tcp://127.0.0.1:" + std::to_string(testing_util::free_port());
   expect_all_ok(run_workers(3, {"--init=" + url, "--scenario=subgroups"}, true));
@@ -110,6 +181,19 @@ TEST(InitProcesses, DeadRankFailsOthersWithinTimeoutNamingTheOp) {
     EXPECT_THAT(runs[r].output, HasSubstr("allreduce failed after")) << runs[r].output;
   }
   std::cout << "rank 0 saw:\n" << runs[0].output;
+}
+
+// "Destroy right after the last op": every rank leaves as soon as its own
+// last op is done (no final barrier), rank 0 taking the store server with
+// it; no peer's last op may fail because of that.
+TEST(InitProcesses, DestroyRightAfterTheLastOpLeavesPeersUnharmed) {
+  for (const char* op : {"allreduce", "monitored_barrier"}) {
+    SCOPED_TRACE(op);
+    std::string url = "tcp://127.0.0.1:" + std::to_string(testing_util::free_port());
+    expect_all_ok(run_workers(
+        3, {"--init=" + url, "--scenario=last_op_then_leave", std::string("--last_op=") + op},
+        true));
+  }
 }
 
 // ---- errors, in process ----
@@ -146,6 +230,48 @@ TEST(InitErrors, EnvWithoutVariablesNamesThem) {
   o.init_method = "env://";
   EXPECT_THAT(init_process_group(o).status().message(),
               HasSubstr("no launch environment found"));
+}
+
+// Sets variables for one test and restores the environment after it.
+class ScopedEnv {
+ public:
+  explicit ScopedEnv(EnvVars vars) : vars_(std::move(vars)) {
+    for (const auto& [name, value] : vars_) setenv(name.c_str(), value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    for (const auto& kv : vars_) unsetenv(kv.first.c_str());
+  }
+
+ private:
+  EnvVars vars_;
+};
+
+TEST(InitErrors, UnreachableTorchrunAgentStoreIsNamedAndRankZeroDoesNotHost) {
+  // Rank 0 of 1 would host happily; under the agent store it must only
+  // connect, and nobody listens on this port.
+  const int port = testing_util::free_port();
+  ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+                 {"MASTER_PORT", std::to_string(port)},
+                 {"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                 {"TORCHELASTIC_RESTART_COUNT", "0"}});
+  InitOptions o;
+  o.init_method = "env://";
+  o.timeout = std::chrono::milliseconds(500);
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> pg = init_process_group(o);
+  if (pg.ok()) destroy_process_group();
+  ASSERT_FALSE(pg.ok());
+  EXPECT_THAT(pg.status().message(),
+              HasSubstr("joining torchrun's agent store at 127.0.0.1:" + std::to_string(port) +
+                        " as rank 0 of 1 (TORCHELASTIC_USE_AGENT_STORE=True)"));
+}
+
+TEST(InitErrors, TorchrunAgentStoreWithoutRestartCountIsNamed) {
+  ScopedEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "127.0.0.1"},
+                 {"MASTER_PORT", "29999"}, {"TORCHELASTIC_USE_AGENT_STORE", "True"}});
+  InitOptions o;
+  o.init_method = "env://";
+  EXPECT_THAT(init_process_group(o).status().message(),
+              HasSubstr("TORCHELASTIC_RESTART_COUNT is not set"));
 }
 
 TEST(InitErrors, RankOutOfRange) {

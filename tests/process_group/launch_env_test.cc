@@ -45,6 +45,49 @@ TEST(TorchrunEnv, ReadsEveryVariable) {
   EXPECT_EQ(e->master_port, 29501);
 }
 
+TEST(TorchrunAgentStoreEnv, OnlyTorchsExactTrueTurnsItOn) {
+  auto in_use = [](FakeEnv env) {
+    absl::StatusOr<TorchrunAgentStore> a = read_torchrun_agent_store(env.lookup());
+    EXPECT_TRUE(a.ok()) << a.status();
+    return a.ok() && a->in_use;
+  };
+  EXPECT_FALSE(in_use(FakeEnv({})));
+  EXPECT_FALSE(in_use(FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "False"}})));
+  EXPECT_FALSE(in_use(FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "true"}})));
+  EXPECT_FALSE(in_use(FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "1"}})));
+  EXPECT_TRUE(in_use(FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                              {"TORCHELASTIC_RESTART_COUNT", "0"}})));
+}
+
+TEST(TorchrunAgentStoreEnv, KeysLiveUnderTheRestartAttempt) {
+  FakeEnv env({{"TORCHELASTIC_USE_AGENT_STORE", "True"}, {"TORCHELASTIC_RESTART_COUNT", "3"}});
+  absl::StatusOr<TorchrunAgentStore> a = read_torchrun_agent_store(env.lookup());
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(a->restart_count, 3);
+  EXPECT_EQ(a->key_prefix(), "/worker/attempt_3");
+}
+
+TEST(TorchrunAgentStoreEnv, RestartCountIsRequiredAndChecked) {
+  EXPECT_THAT(read_torchrun_agent_store(
+                  FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "True"}}).lookup())
+                  .status()
+                  .message(),
+              HasSubstr("TORCHELASTIC_RESTART_COUNT is not set (torchrun with "
+                        "TORCHELASTIC_USE_AGENT_STORE=True"));
+  EXPECT_THAT(read_torchrun_agent_store(FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                 {"TORCHELASTIC_RESTART_COUNT", "x"}})
+                                            .lookup())
+                  .status()
+                  .message(),
+              HasSubstr("TORCHELASTIC_RESTART_COUNT='x' is not an integer"));
+  EXPECT_THAT(read_torchrun_agent_store(FakeEnv({{"TORCHELASTIC_USE_AGENT_STORE", "True"},
+                                                 {"TORCHELASTIC_RESTART_COUNT", "-1"}})
+                                            .lookup())
+                  .status()
+                  .message(),
+              HasSubstr("TORCHELASTIC_RESTART_COUNT=-1 must be a count"));
+}
+
 TEST(TorchrunEnv, LocalRankIsOptional) {
   FakeEnv env({{"RANK", "0"}, {"WORLD_SIZE", "1"}, {"MASTER_ADDR", "h"},
                {"MASTER_PORT", "1234"}});

@@ -21,8 +21,13 @@ ABSL_FLAG(std::string, backend, "gloo", "backend string");
 ABSL_FLAG(int, rank, -1, "rank (-1: from the init method)");
 ABSL_FLAG(int, world_size, -1, "world size (-1: from the init method)");
 ABSL_FLAG(std::string, scenario, "collectives",
-          "collectives | subgroups | dead_rank");
+          "collectives | subgroups | dead_rank | last_op_then_leave");
+ABSL_FLAG(std::string, last_op, "allreduce",
+          "last_op_then_leave: allreduce | barrier | monitored_barrier");
 ABSL_FLAG(int, timeout_ms, 20000, "group timeout");
+ABSL_FLAG(bool, store_marker, false,
+          "write marker/rank<r> into the default group's store, so the test "
+          "can see which store the ranks used");
 
 namespace ddpx {
 namespace {
@@ -142,6 +147,28 @@ int dead_rank(ProcessGroup& pg, std::chrono::milliseconds timeout) {
   return 0;
 }
 
+// The job's last op, then destroy_process_group and exit at once, with no
+// final barrier: each rank's last op must succeed although a peer that got
+// through it first is already tearing down its group (and, on rank 0, the
+// store server).
+int last_op_then_leave(ProcessGroup& pg, const std::string& op) {
+  absl::Status s;
+  if (op == "allreduce") {
+    Tensor t = Tensor::zeros({1 << 16}, DType::kFloat32);
+    t.fill_(1);
+    s = pg.allreduce({t})->wait();
+    CHECK_OR_FAIL(!s.ok() || t.item(0) == pg.size(), "allreduce got ", t.item(0));
+  } else if (op == "barrier") {
+    s = pg.barrier()->wait();
+  } else if (op == "monitored_barrier") {
+    s = pg.monitored_barrier()->wait();
+  } else {
+    CHECK_OR_FAIL(false, "unknown --last_op=", op);
+  }
+  CHECK_OR_FAIL(s.ok(), "last op ", op, ": ", s.ToString());
+  return 0;
+}
+
 int run() {
   InitOptions o;
   o.init_method = absl::GetFlag(FLAGS_init);
@@ -156,12 +183,22 @@ int run() {
   }
   printf("rank %d of %d joined via %s with %s\n", (*pg)->rank(), (*pg)->size(),
          o.init_method.c_str(), (*pg)->backend_name().c_str());
+  if (absl::GetFlag(FLAGS_store_marker)) {
+    absl::Status s = (*pg)->store()->set(absl::StrCat("marker/rank", (*pg)->rank()),
+                                         absl::StrCat("pid ", getpid()));
+    if (!s.ok()) {
+      fprintf(stderr, "store marker: %s\n", s.ToString().c_str());
+      return 5;
+    }
+  }
   const std::string scenario = absl::GetFlag(FLAGS_scenario);
   int rc = 3;
   if (scenario == "collectives") rc = collectives(**pg);
   if (scenario == "subgroups") rc = subgroups(**pg);
   if (scenario == "dead_rank") rc = dead_rank(**pg, o.timeout);
-  if (rc == 0 && scenario != "dead_rank") {
+  const bool leaves_at_once = scenario == "dead_rank" || scenario == "last_op_then_leave";
+  if (scenario == "last_op_then_leave") rc = last_op_then_leave(**pg, absl::GetFlag(FLAGS_last_op));
+  if (rc == 0 && !leaves_at_once) {
     // Nobody leaves (taking rank 0's store server along) while others still
     // need it.
     absl::Status s = (*pg)->barrier()->wait();

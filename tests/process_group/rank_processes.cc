@@ -1,30 +1,19 @@
 #include "tests/process_group/rank_processes.h"
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <signal.h>
-#include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <thread>
 
-extern char** environ;
+#include "examples/launcher/child_process.h"
+#include "examples/launcher/launcher.h"
+#include "tests/store/subprocess.h"
 
 namespace ddpx {
 namespace testing_util {
 namespace {
-
-std::vector<char*> c_strings(std::vector<std::string>& strings) {
-  std::vector<char*> out;
-  for (std::string& s : strings) out.push_back(s.data());
-  out.push_back(nullptr);
-  return out;
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -43,81 +32,47 @@ std::string scratch_path(const std::string& name) {
          std::to_string(counter++);
 }
 
-std::string runfile(const std::string& path) {
-  const char* srcdir = std::getenv("TEST_SRCDIR");
-  const char* workspace = std::getenv("TEST_WORKSPACE");
-  if (srcdir == nullptr) return path;
-  return std::string(srcdir) + "/" + (workspace ? workspace : "ddpx") + "/" + path;
-}
+std::string runfile(const std::string& path) { return testing::runfile(path); }
 
-int free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = -1;
-  if (fd >= 0 && bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  if (fd >= 0) close(fd);
-  return port;
-}
+int free_port() { return launcher::pick_free_port(); }
 
 std::vector<RankRun> run_ranks(const std::string& program, int nproc,
                                const std::function<std::vector<std::string>(int)>& args_for,
                                const std::function<EnvVars(int)>& env_for,
                                std::chrono::seconds deadline) {
-  std::vector<pid_t> pids;
-  std::vector<std::string> logs;
-  for (int rank = 0; rank < nproc; ++rank) {
-    // Built before fork: only async-signal-safe calls between fork and exec.
-    std::vector<std::string> argv_s = {program};
-    for (std::string& a : args_for(rank)) argv_s.push_back(a);
-    std::vector<std::string> env_s;
-    for (char** e = environ; *e != nullptr; ++e) env_s.push_back(*e);
-    for (auto& [k, v] : env_for(rank)) env_s.push_back(k + "=" + v);
-    std::vector<char*> argv = c_strings(argv_s);
-    std::vector<char*> envp = c_strings(env_s);
-    logs.push_back(scratch_path("rank" + std::to_string(rank) + ".log"));
-    const char* log = logs.back().c_str();
-    pid_t pid = fork();
-    if (pid == 0) {
-      int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) {
-        dup2(fd, 1);
-        dup2(fd, 2);
-        close(fd);
-      }
-      execve(argv[0], argv.data(), envp.data());
-      _exit(127);
-    }
-    pids.push_back(pid);
-  }
-
+  const auto kill_at = std::chrono::steady_clock::now() + deadline;
   std::vector<RankRun> runs(nproc);
-  std::vector<bool> done(nproc, pids.empty());
-  int remaining = nproc;
-  auto kill_at = std::chrono::steady_clock::now() + deadline;
-  while (remaining > 0) {
-    for (int i = 0; i < nproc; ++i) {
-      if (done[i]) continue;
-      int status = 0;
-      if (waitpid(pids[i], &status, WNOHANG) != pids[i]) continue;
-      done[i] = true;
-      --remaining;
-      if (WIFEXITED(status)) runs[i].exit_code = WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) runs[i].signal = WTERMSIG(status);
+  std::vector<std::string> logs(nproc);
+  std::vector<launcher::ChildProcess> children;
+  std::vector<int> rank_of_child;
+  for (int rank = 0; rank < nproc; ++rank) {
+    launcher::SpawnOptions options;
+    options.argv = {program};
+    for (std::string& a : args_for(rank)) options.argv.push_back(std::move(a));
+    options.env = env_for(rank);
+    options.output = launcher::SpawnOptions::Output::kFile;
+    options.stderr_with_stdout = true;
+    options.output_path = logs[rank] = scratch_path("rank" + std::to_string(rank) + ".log");
+    absl::StatusOr<launcher::ChildProcess> child = launcher::ChildProcess::spawn(options);
+    if (!child.ok()) {
+      runs[rank].exit_code = 127;
+      runs[rank].output = std::string(child.status().message());
+      logs[rank].clear();
+      continue;
     }
-    if (std::chrono::steady_clock::now() > kill_at) {
-      for (int i = 0; i < nproc; ++i) {
-        if (!done[i]) kill(pids[i], SIGKILL);
-      }
-    }
-    if (remaining > 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    children.push_back(*std::move(child));
+    rank_of_child.push_back(rank);
   }
-  for (int i = 0; i < nproc; ++i) runs[i].output = read_file(logs[i]);
+  launcher::reap_all(children, kill_at);
+  for (size_t i = 0; i < children.size(); ++i) {
+    launcher::ExitStatus status = *children[i].try_wait();
+    RankRun& run = runs[rank_of_child[i]];
+    run.exit_code = status.exit_code;
+    run.signal = status.signal;
+  }
+  for (int rank = 0; rank < nproc; ++rank) {
+    if (!logs[rank].empty()) runs[rank].output = read_file(logs[rank]);
+  }
   return runs;
 }
 

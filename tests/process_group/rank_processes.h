@@ -1,5 +1,7 @@
 // Test helper: runs one program per rank as real processes and collects each
-// rank's exit status and output.
+// rank's exit status and output. The processes are
+// //examples/launcher:child_process children, each writing stdout and stderr
+// to its own log file under TEST_TMPDIR.
 #ifndef DDPX_TESTS_PROCESS_GROUP_RANK_PROCESSES_H_
 #define DDPX_TESTS_PROCESS_GROUP_RANK_PROCESSES_H_
 
@@ -21,9 +23,10 @@ struct RankRun {
 
 using EnvVars = std::vector<std::pair<std::string, std::string>>;
 
-// Starts `program` with args_for(rank) and env_for(rank) added to this
+// Starts `program` with args_for(rank) and env_for(rank) set on top of this
 // process's environment, for each rank; waits up to `deadline`, then kills
-// the stragglers (they show up with signal 9).
+// the stragglers (they show up with signal 9). A rank that cannot be started
+// shows up with exit code 127 and the reason as its output.
 std::vector<RankRun> run_ranks(const std::string& program, int nproc,
                                const std::function<std::vector<std::string>(int)>& args_for,
                                const std::function<EnvVars(int)>& env_for,

@@ -1,5 +1,7 @@
-// Runs a helper binary as a real child process (posix_spawn) with its stdout
-// on a pipe, for the store tests that need several processes.
+// Runs a helper binary as a real child process with its stdout on a pipe,
+// for the store tests that need several processes. Spawning, waiting and
+// killing are //examples/launcher:child_process; this adds reading the
+// child's stdout line by line.
 #ifndef DDPX_TESTS_STORE_SUBPROCESS_H_
 #define DDPX_TESTS_STORE_SUBPROCESS_H_
 
@@ -7,9 +9,11 @@
 
 #include <chrono>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "examples/launcher/child_process.h"
 
 namespace ddpx {
 namespace testing {
@@ -19,10 +23,11 @@ std::string runfile(const std::string& workspace_relative);
 
 class Subprocess {
  public:
+  // argv[0] is a path or a name on PATH; stderr stays this process's.
   static absl::StatusOr<Subprocess> spawn(const std::vector<std::string>& argv);
-  Subprocess(Subprocess&& other) noexcept;
+  Subprocess(Subprocess&& other) noexcept = default;
   Subprocess& operator=(Subprocess&&) = delete;
-  ~Subprocess();  // kills the child if still running
+  // The child is killed (SIGKILL) and reaped if still running.
 
   // Next line of the child's stdout (without '\n').
   absl::StatusOr<std::string> read_line(std::chrono::milliseconds timeout);
@@ -30,15 +35,16 @@ class Subprocess {
   std::string read_rest(std::chrono::milliseconds timeout);
   // Exit code (or 128+signal); DeadlineExceeded if still running.
   absl::StatusOr<int> wait(std::chrono::milliseconds timeout);
-  void kill(int signal);
-  pid_t pid() const { return pid_; }
+  void kill(int signal) { child_.kill(signal); }
+  pid_t pid() const { return child_.pid(); }
 
  private:
-  Subprocess(pid_t pid, int out_fd) : pid_(pid), out_fd_(out_fd) {}
-  pid_t pid_;
-  int out_fd_;
-  bool reaped_ = false;
-  int status_ = 0;
+  explicit Subprocess(launcher::ChildProcess child) : child_(std::move(child)) {}
+  // Reads what is available within `left` into buffered_; false at EOF or
+  // on a read error.
+  bool fill(std::chrono::milliseconds left);
+
+  launcher::ChildProcess child_;
   std::string buffered_;
 };
 
