@@ -43,18 +43,26 @@ ABSL_FLAG(std::string, sync, "ddp",
 ABSL_FLAG(int64_t, epochs, 1, "Epochs over the training set.");
 ABSL_FLAG(int64_t, batch_size, 64, "Samples per rank per step.");
 ABSL_FLAG(double, lr, 0.05, "SGD learning rate.");
+ABSL_FLAG(std::string, lr_schedule, "constant",
+          "constant, or cosine: lr decays per step to 0 at the end of --epochs.");
 ABSL_FLAG(double, momentum, 0.9, "SGD momentum.");
 ABSL_FLAG(double, weight_decay, 0.0, "SGD weight decay (L2).");
 ABSL_FLAG(std::string, hidden, "2048,2048", "Hidden layer widths, comma separated.");
 ABSL_FLAG(double, bucket_cap_mb, 25.0, "DDP bucket size cap in MiB.");
 ABSL_FLAG(double, first_bucket_cap_mb, 1.0,
           "Cap of DDP's first bucket in MiB (small so communication starts early).");
+ABSL_FLAG(bool, gradient_as_bucket_view, true,
+          "Gradients live inside DDP's bucket buffers (no copy into the bucket and "
+          "back each step); torch's option of the same name, off by default there.");
 ABSL_FLAG(uint64_t, seed, 0, "Seed for initialization and data order.");
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Save model, optimizer and hook state here each epoch and at the end; "
           "resume from it when it holds a checkpoint.");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "Also checkpoint every N steps (0: off).");
 ABSL_FLAG(std::string, metrics_out, "", "Append JSON lines (per step, per epoch) here.");
+ABSL_FLAG(std::string, comm_trace, "",
+          "Every rank appends per-step communication spans (hook entered/completed, "
+          "CLOCK_MONOTONIC) to <path>.rank<R>; examples/benchmarks/comm_time.py reads them.");
 ABSL_FLAG(int64_t, max_steps, -1, "Stop after this many steps in all (-1: no limit).");
 ABSL_FLAG(int64_t, train_limit, -1, "Train on the first N images only (-1: all).");
 ABSL_FLAG(int64_t, log_every, 10, "Progress line every N steps.");
@@ -92,31 +100,8 @@ int launch_local(int argc, char** argv) {
   return r.exit_code;
 }
 
-// SEAM(process_group): under torchrun (torch >= 2.x) the elastic agent
-// already serves a TCPStore on MASTER_PORT and says so with
-// TORCHELASTIC_USE_AGENT_STORE=True; ranks must join it as clients instead
-// of hosting their own. Belongs in init_process_group's env:// path.
-absl::Status use_torchrun_agent_store(ddpx::InitOptions& init) {
-  const char* agent = getenv("TORCHELASTIC_USE_AGENT_STORE");
-  if (agent == nullptr || std::string(agent) != "True" || init.init_method != "env://")
-    return absl::OkStatus();
-  absl::StatusOr<ddpx::LaunchEnv> env = ddpx::read_launch_env();
-  if (!env.ok()) return env.status();
-  ddpx::TCPStoreOptions options;
-  options.port = static_cast<uint16_t>(env->master_port);
-  options.is_master = false;
-  options.timeout = init.timeout;
-  absl::StatusOr<std::unique_ptr<ddpx::TCPStore>> store =
-      ddpx::TCPStore::create(env->master_addr, options);
-  if (!store.ok()) return store.status();
-  init.store = std::move(*store);
-  init.rank = env->rank;
-  init.world_size = env->world_size;
-  return absl::OkStatus();
-}
-
 ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::string& hook_spec,
-                                        double bucket_cap_mb, double first_bucket_cap_mb) {
+                                        ddpx::DDPOptions options, bool time_collectives) {
   return [=](ddpx::nn::Mlp& model, std::shared_ptr<ddpx::ProcessGroup> pg)
              -> absl::StatusOr<std::unique_ptr<ddpx::trainer::GradientSync>> {
     if (kind == "per_param") {
@@ -125,13 +110,14 @@ ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::stri
     if (kind != "ddp") {
       return absl::InvalidArgumentError("--sync=" + kind + ": expected ddp or per_param");
     }
+    // --comm_trace: DDP and the hook talk through a backend that stamps
+    // every collective (examples/trainer/timed_backend.h).
+    std::shared_ptr<ddpx::trainer::TimedBackend> timed;
+    if (time_collectives) pg = ddpx::trainer::TimedBackend::wrap(*pg, &timed);
     absl::StatusOr<std::unique_ptr<ddpx::CommHook>> hook = ddpx::make_comm_hook(hook_spec, pg);
     if (!hook.ok()) return hook.status();
-    ddpx::DDPOptions options;
-    options.bucket_cap_mb = bucket_cap_mb;
-    options.first_bucket_cap_mb = first_bucket_cap_mb;
     return ddpx::trainer::make_ddp_sync(model.parameters(), std::move(pg), options,
-                                        std::move(*hook));
+                                        std::move(*hook), std::move(timed));
   };
 }
 
@@ -156,10 +142,6 @@ int main(int argc, char** argv) {
   init.backend = absl::GetFlag(FLAGS_backend);
   init.init_method = absl::GetFlag(FLAGS_init);
   init.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
-  if (absl::Status s = use_torchrun_agent_store(init); !s.ok()) {
-    fprintf(stderr, "train: joining torchrun's store failed: %s\n", s.ToString().c_str());
-    return 1;
-  }
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
   if (!pg.ok()) {
     fprintf(stderr, "train: init_process_group(%s, %s) failed: %s\n", init.backend.c_str(),
@@ -179,6 +161,13 @@ int main(int argc, char** argv) {
   config.epochs = absl::GetFlag(FLAGS_epochs);
   config.batch_size = absl::GetFlag(FLAGS_batch_size);
   config.lr = static_cast<float>(absl::GetFlag(FLAGS_lr));
+  absl::StatusOr<ddpx::trainer::LrSchedule> schedule =
+      ddpx::trainer::parse_lr_schedule(absl::GetFlag(FLAGS_lr_schedule));
+  if (!schedule.ok()) {
+    fprintf(stderr, "train: %s\n", schedule.status().ToString().c_str());
+    return 2;
+  }
+  config.lr_schedule = *schedule;
   config.momentum = static_cast<float>(absl::GetFlag(FLAGS_momentum));
   config.weight_decay = static_cast<float>(absl::GetFlag(FLAGS_weight_decay));
   config.seed = absl::GetFlag(FLAGS_seed);
@@ -186,17 +175,20 @@ int main(int argc, char** argv) {
   config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
   config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   config.metrics_out = absl::GetFlag(FLAGS_metrics_out);
+  config.comm_trace = absl::GetFlag(FLAGS_comm_trace);
   config.log_every = absl::GetFlag(FLAGS_log_every);
   config.eval_every = absl::GetFlag(FLAGS_eval_every);
   config.train_limit = absl::GetFlag(FLAGS_train_limit);
   config.hook = absl::GetFlag(FLAGS_hook);
   config.backend = init.backend;
 
-  absl::StatusOr<ddpx::trainer::TrainSummary> summary =
-      ddpx::trainer::train(config, *pg,
-                           sync_factory(absl::GetFlag(FLAGS_sync), config.hook,
-                                        absl::GetFlag(FLAGS_bucket_cap_mb),
-                                        absl::GetFlag(FLAGS_first_bucket_cap_mb)));
+  ddpx::DDPOptions ddp_options;
+  ddp_options.bucket_cap_mb = absl::GetFlag(FLAGS_bucket_cap_mb);
+  ddp_options.first_bucket_cap_mb = absl::GetFlag(FLAGS_first_bucket_cap_mb);
+  ddp_options.gradient_as_bucket_view = absl::GetFlag(FLAGS_gradient_as_bucket_view);
+  absl::StatusOr<ddpx::trainer::TrainSummary> summary = ddpx::trainer::train(
+      config, *pg, sync_factory(absl::GetFlag(FLAGS_sync), config.hook, ddp_options,
+                                !config.comm_trace.empty()));
   if (!summary.ok()) {
     fprintf(stderr, "train: rank %d: %s\n", (*pg)->rank(), summary.status().ToString().c_str());
     return 1;

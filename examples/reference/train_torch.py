@@ -106,7 +106,8 @@ def run(rank, world, args):
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(args.seed)
     hidden = [int(h) for h in args.hidden.split(",") if h]
-    model = DDP(mlp(hidden), bucket_cap_mb=args.bucket_cap_mb)
+    model = DDP(mlp(hidden), bucket_cap_mb=args.bucket_cap_mb,
+                gradient_as_bucket_view=args.gradient_as_bucket_view == 1)
     register_hook(model, args.hook, None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
@@ -196,6 +197,8 @@ def main():
     p.add_argument("--weight_decay", type=float, default=0.0)
     p.add_argument("--hidden", default="2048,2048")
     p.add_argument("--bucket_cap_mb", type=float, default=25.0)
+    p.add_argument("--gradient_as_bucket_view", type=int, default=0, choices=(0, 1),
+                   help="torch's DDP option (default off there; examples/train's default is on)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--max_steps", type=int, default=-1)
     p.add_argument("--log_every", type=int, default=10)

@@ -12,10 +12,19 @@
 #include <iosfwd>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
 namespace ddpx::trainer {
+
+// One bucket's communication on this rank: hook entered, hook's future
+// completed (CLOCK_MONOTONIC ns, comparable across processes on one host).
+struct CommSpan {
+  size_t bucket = 0;
+  int64_t enter_ns = 0;
+  int64_t done_ns = 0;  // 0 if it never completed
+};
 
 // What one step's synchronization cost (mirrors reducer's ReducerStats).
 struct SyncStats {
@@ -24,6 +33,9 @@ struct SyncStats {
   double compression_ratio = 0.0;    // gradient_bytes / bytes_communicated
   double comm_wait_seconds = 0.0;    // time finish() blocked on communication
   size_t num_buckets = 0;
+  std::vector<CommSpan> comm_spans;  // per bucket, in launch order (DDP only)
+  // Per collective (bucket = call number in the step), with --comm_trace only.
+  std::vector<CommSpan> collective_spans;
 };
 
 class GradientSync {

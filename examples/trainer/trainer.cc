@@ -13,6 +13,7 @@
 #include "examples/nn/sgd.h"
 #include "examples/trainer/checkpoint.h"
 #include "examples/trainer/metrics.h"
+#include "process_group/init.h"
 
 namespace ddpx::trainer {
 namespace {
@@ -43,6 +44,21 @@ absl::StatusOr<Evaluation> evaluate(nn::Mlp& model, const data::Dataset& test,
 }
 
 absl::Status barrier(ProcessGroup& pg) { return pg.barrier()->wait(); }
+
+// Evaluation's one small allreduce gets a group (a backend) of its own: on
+// the training group, a tiny allreduce between DDP's bucket allreduces makes
+// Gloo's default allreduce stall them for up to ~1.6 s per step from then on
+// (docs/examples.md, "Gloo stall"). Needs the default group (new_group).
+absl::StatusOr<std::shared_ptr<ProcessGroup>> make_eval_group(const ProcessGroup& pg) {
+  std::vector<int> ranks(static_cast<size_t>(pg.size()));
+  for (int r = 0; r < pg.size(); ++r) ranks[static_cast<size_t>(r)] = r;
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> group = new_group(ranks);
+  if (!group.ok()) {
+    return absl::Status(group.status().code(),
+                        "building the evaluation group: " + std::string(group.status().message()));
+  }
+  return group;
+}
 
 }  // namespace
 
@@ -79,6 +95,9 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   absl::StatusOr<std::unique_ptr<GradientSync>> sync_or = make_sync(model, pg);
   if (!sync_or.ok()) return sync_or.status();
   GradientSync& sync = **sync_or;
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> eval_group = make_eval_group(*pg);
+  if (!eval_group.ok()) return eval_group.status();
+  ProcessGroup& eval_pg = **eval_group;
 
   Progress progress;
   progress.world_size = world;
@@ -102,8 +121,18 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
     absl::Status s = metrics.open(c.metrics_out);
     if (!s.ok()) return s;
   }
+  std::unique_ptr<FILE, int (*)(FILE*)> trace(nullptr, fclose);
+  if (!c.comm_trace.empty()) {
+    const std::string path = absl::StrFormat("%s.rank%d", c.comm_trace, rank);
+    trace.reset(fopen(path.c_str(), "a"));
+    if (trace == nullptr) {
+      return absl::InvalidArgumentError("--comm_trace: cannot open " + path + " for appending");
+    }
+  }
   data::DistributedSampler sampler(train_set->size, rank, world, c.seed);
   const int64_t steps_per_epoch = (sampler.shard_size() + c.batch_size - 1) / c.batch_size;
+  int64_t total_steps = c.epochs * steps_per_epoch;
+  if (c.max_steps >= 0) total_steps = std::min(total_steps, c.max_steps);
   if (lead) {
     printf("training MLP 784-%s-10 (%lld parameters) on %lld Fashion-MNIST images, "
            "%d ranks x batch %lld, %lld steps/epoch, backend %s, %s\n",
@@ -166,6 +195,8 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
       const double loss = model.backward(y.data(), [&](size_t i) { sync.mark_ready(i); });
       s = sync.finish();
       if (!s.ok()) return s;
+      optimizer.options().lr =
+          learning_rate_at(c.lr_schedule, c.lr, progress.global_step, total_steps);
       optimizer.step();
       ++progress.global_step;
       if (!std::isfinite(loss)) {
@@ -181,6 +212,19 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
       window_time += step_time;
       window_wait += st.comm_wait_seconds;
       ++window_steps;
+      if (trace != nullptr) {
+        auto json = [](const std::vector<CommSpan>& spans) {
+          std::string out;
+          for (const CommSpan& span : spans) {
+            absl::StrAppendFormat(&out, "%s[%d,%d,%d]", out.empty() ? "" : ",", span.bucket,
+                                  span.enter_ns, span.done_ns);
+          }
+          return out;
+        };
+        fprintf(trace.get(), "{\"step\":%lld,\"rank\":%d,\"spans\":[%s],\"collectives\":[%s]}\n",
+                (long long)progress.global_step, rank, json(st.comm_spans).c_str(),
+                json(st.collective_spans).c_str());
+      }
       if (lead) {
         metrics.write(JsonLine()
                           .add("type", std::string("step"))
@@ -193,6 +237,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
                           .add("bytes_sent", static_cast<int64_t>(st.bytes_communicated))
                           .add("gradient_bytes", static_cast<int64_t>(st.gradient_bytes))
                           .add("compression_ratio", st.compression_ratio)
+                          .add("lr", static_cast<double>(optimizer.options().lr))
                           .add("wall_s", wall()));
         if (window_steps >= c.log_every || progress.step_in_epoch + 1 == steps_per_epoch) {
           live.update(absl::StrFormat(
@@ -208,7 +253,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
         }
       }
       if (c.eval_every > 0 && progress.global_step % c.eval_every == 0) {
-        absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+        absl::StatusOr<Evaluation> e = evaluate(model, *test_set, eval_pg, 256);
         if (!e.ok()) return e.status();
         if (lead) {
           live.finish();
@@ -230,7 +275,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
         if (!s.ok()) return s;
       }
     }
-    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, eval_pg, 256);
     if (!e.ok()) return e.status();
     eval = *e;
     evaluated = true;
@@ -268,7 +313,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
     if (!s.ok()) return s;
   }
   if (!evaluated) {  // resumed a finished run, or --max_steps already reached
-    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, eval_pg, 256);
     if (!e.ok()) return e.status();
     eval = *e;
     if (lead) printf("test accuracy %.2f%% (nothing left to train)\n", 100 * eval.accuracy);

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "examples/nn/mlp.h"
+#include "examples/trainer/lr_schedule.h"
 #include "examples/trainer/grad_sync.h"
 #include "process_group/process_group.h"
 
@@ -23,6 +24,9 @@ struct TrainConfig {
   int64_t epochs = 1;
   int64_t batch_size = 64;  // per rank
   float lr = 0.05f;
+  // Per-step learning rate over epochs x steps per epoch (or --max_steps when
+  // that is fewer): the same curve for every hook.
+  LrSchedule lr_schedule = LrSchedule::kConstant;
   float momentum = 0.9f;
   float weight_decay = 0.0f;
   uint64_t seed = 0;
@@ -30,6 +34,10 @@ struct TrainConfig {
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // also checkpoint every N steps (0: per epoch only)
   std::string metrics_out;       // JSON lines (rank 0)
+  // Every rank appends {"step", "rank", "spans": [[bucket, enter_ns, done_ns]...],
+  // "collectives": [[n, call_ns, done_ns]...]} per step to <comm_trace>.rank<R>
+  // (timed_hook.h, timed_backend.h; examples/benchmarks/comm_time.py reads them).
+  std::string comm_trace;
   int64_t log_every = 10;        // progress line every N steps (rank 0)
   int64_t eval_every = 0;        // also evaluate every N steps (0: per epoch only)
   int64_t train_limit = -1;      // use only the first N training samples (-1: all)

@@ -6,6 +6,7 @@
 #include "examples/nn/mlp.h"
 #include "examples/nn/sgd.h"
 #include "examples/trainer/checkpoint.h"
+#include "examples/trainer/lr_schedule.h"
 #include "examples/trainer/metrics.h"
 #include "examples/trainer/trainer.h"
 #include "gtest/gtest.h"
@@ -86,6 +87,35 @@ TEST(CheckpointTest, RoundTripsAndRefusesAnotherWorldSize) {
   EXPECT_NE(missing.status().message().find("hook_rank1.bin"), std::string::npos);
   EXPECT_TRUE(absl::IsNotFound(load_checkpoint(dir + "/none", 0, 4, other, other_sgd,
                                                other_sync).status()));
+}
+
+TEST(LrScheduleTest, ConstantKeepsTheBaseRate) {
+  for (int64_t step : {0, 5, 99, 500})
+    EXPECT_EQ(learning_rate_at(LrSchedule::kConstant, 0.1f, step, 100), 0.1f);
+}
+
+TEST(LrScheduleTest, CosineFallsFromTheBaseRateToZero) {
+  EXPECT_FLOAT_EQ(learning_rate_at(LrSchedule::kCosine, 0.1f, 0, 100), 0.1f);
+  EXPECT_FLOAT_EQ(learning_rate_at(LrSchedule::kCosine, 0.1f, 50, 100), 0.05f);
+  // cos(pi/4): a quarter of the way down the curve.
+  EXPECT_NEAR(learning_rate_at(LrSchedule::kCosine, 0.1f, 25, 100),
+              0.05 * (1 + std::sqrt(0.5)), 1e-7);
+  EXPECT_NEAR(learning_rate_at(LrSchedule::kCosine, 0.1f, 100, 100), 0.0f, 1e-9);
+  EXPECT_NEAR(learning_rate_at(LrSchedule::kCosine, 0.1f, 150, 100), 0.0f, 1e-9);
+  float previous = 1.0f;
+  for (int64_t step = 0; step <= 100; ++step) {
+    const float lr = learning_rate_at(LrSchedule::kCosine, 0.1f, step, 100);
+    EXPECT_LE(lr, previous) << "step " << step;
+    previous = lr;
+  }
+}
+
+TEST(LrScheduleTest, ParsesNamesAndNamesTheBadOne) {
+  EXPECT_EQ(parse_lr_schedule("cosine").value(), LrSchedule::kCosine);
+  EXPECT_EQ(parse_lr_schedule("constant").value(), LrSchedule::kConstant);
+  absl::StatusOr<LrSchedule> bad = parse_lr_schedule("linear");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("linear"), std::string::npos);
 }
 
 }  // namespace
