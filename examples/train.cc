@@ -26,7 +26,6 @@
 #include "examples/trainer/trainer.h"
 #include "hooks/registry.h"
 #include "process_group/init.h"
-#include "store/tcp_store.h"
 
 ABSL_FLAG(int, nproc, 1, "Local ranks to start when not already under a launcher.");
 ABSL_FLAG(std::string, init, "env://",
