@@ -1,5 +1,6 @@
 // powerSGD_hook and batched_powerSGD_hook on real Gloo ranks (threads of this
 // process talking over loopback TCP).
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <memory>
@@ -11,11 +12,13 @@
 #include "hooks/batched_powersgd_hook.h"
 #include "hooks/hook_stats.h"
 #include "hooks/powersgd_hook.h"
+#include "tests/hooks/powersgd/batched_reference.h"
 #include "tests/hooks/powersgd/powersgd_test_util.h"
 
 namespace ddpx {
 namespace {
 
+using powersgd_test::BatchedPowerSGDReference;
 using powersgd_test::make_bucket;
 using powersgd_test::make_gloo_ranks;
 using powersgd_test::on_every_rank;
@@ -381,6 +384,101 @@ TEST(BatchedPowerSGDHook, RankAboveTheSideIsCappedWhereTorchAsserts) {
     auto outputs = run_bucket(hooks, {{3}}, inputs);
     expect_near_all(outputs[0], exact_average(inputs), 1e-5, "rank capped to side 2");
   }
+}
+
+// Against torch's batched hook transcribed in double (batched_reference.h)
+// over six compressed steps on a bucket that is not a square (970 values,
+// 32 x 32 with 54 padding zeros): every step's output, each rank's error over
+// the padded square and the warm-start Q. This pins what the error feedback
+// adds and keeps, the padding, which factor is divided by the world size and
+// the Q carried from step to step.
+TEST(BatchedPowerSGDHook, FollowsTorchsBatchedHookStepByStep) {
+  const int size = 2, start = 2, iterations = start + 6;
+  const std::vector<Shape> shapes = {{30, 31}, {40}};
+  const int64_t n = total_numel(shapes);
+  struct Case { int rank; bool error_feedback; };
+  for (const Case c : {Case{2, true}, Case{1, true}, Case{3, false}}) {
+    SCOPED_TRACE("rank " + std::to_string(c.rank) + " error feedback " +
+                 std::to_string(c.error_feedback));
+    auto pgs = make_gloo_ranks(size);
+    auto hooks = make_hooks(pgs, {{"rank", std::to_string(c.rank)},
+                                  {"start_iter", std::to_string(start)},
+                                  {"use_error_feedback", c.error_feedback ? "1" : "0"}},
+                            true);
+    silence(hooks);
+    const int64_t side = 32;
+    const Values q_init = random_input(side * c.rank, 51, 0, 0);
+    BatchedPowerSGDReference torch_hook(size, n, c.rank, c.error_feedback,
+                                        std::vector<double>(q_init.begin(), q_init.end()));
+    ASSERT_EQ(torch_hook.side(), side);
+    for (int it = 0; it < iterations; ++it) {
+      SCOPED_TRACE("iteration " + std::to_string(it));
+      if (it == start) {  // torch's q_memory_dict, fixed on both sides
+        for (auto& h : hooks) {
+          PowerSGDBucketMemory& m = state_of(*h).bucket_memory(0);
+          m.p_memory.assign(side * c.rank, 0.0f);
+          m.q_memory = q_init;
+          m.low_rank_initialized = true;
+        }
+      }
+      // A steady low-rank part plus noise, as gradients look.
+      auto inputs = random_inputs(size, n, 52, it);
+      for (Values& in : inputs)
+        for (int64_t i = 0; i < n; ++i) in[i] = 0.3f * in[i] + std::sin(0.01f * i) * (i % 7);
+      auto outputs = run_bucket(hooks, shapes, inputs);
+      expect_same_on_every_rank(outputs);
+      if (it < start) {
+        expect_near_all(outputs[0], exact_average(inputs), 1e-6, "plain allreduce");
+        continue;
+      }
+      const std::vector<double> want = torch_hook.step(inputs);
+      double largest = 0;
+      for (double v : want) largest = std::max(largest, std::fabs(v));
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_NEAR(outputs[0][i], want[i], 1e-4 * largest) << "output [" << i << "]";
+      for (int r = 0; r < size; ++r) {
+        const Values& error = state_of(*hooks[r]).bucket_memory(0).error;
+        ASSERT_EQ(error.size(), c.error_feedback ? size_t(side * side) : 0u);
+        for (size_t i = 0; i < error.size(); ++i)
+          ASSERT_NEAR(error[i], torch_hook.error(r)[i], 1e-4 * largest)
+              << "rank " << r << " error [" << i << "]" << (int64_t(i) >= n ? " (padding)" : "");
+      }
+      const Values& q = state_of(*hooks[0]).bucket_memory(0).q_memory;
+      ASSERT_EQ(q.size(), torch_hook.q_memory().size());
+      for (size_t i = 0; i < q.size(); ++i)
+        ASSERT_NEAR(q[i], torch_hook.q_memory()[i], 1e-4 * largest) << "Q [" << i << "]";
+    }
+  }
+}
+
+// What the per-tensor hook's ErrorFeedbackCarriesWhatCompressionDropped
+// checks, on the padded square: on every rank sum(applied) = sum(own inputs)
+// - final error, so sum(true averages) - sum(applied) is the mean final error
+// on the bucket's part of the square, over 30 compressed rank-1 steps.
+TEST(BatchedPowerSGDHook, ErrorFeedbackCarriesWhatCompressionDropped) {
+  const int size = 2, iterations = 32;
+  const std::vector<Shape> shapes = {{20, 17}, {9}};  // 349 values, side 19
+  const int64_t n = total_numel(shapes);
+  auto pgs = make_gloo_ranks(size);
+  auto hooks = make_hooks(pgs, {{"rank", "1"}, {"start_iter", "2"}}, true);
+  silence(hooks);
+  std::vector<double> shortfall(n, 0.0);
+  for (int it = 0; it < iterations; ++it) {
+    auto inputs = random_inputs(size, n, 53, it);
+    auto outputs = run_bucket(hooks, shapes, inputs);
+    const Values avg = exact_average(inputs);
+    for (int64_t i = 0; i < n; ++i) shortfall[i] += double(avg[i]) - outputs[0][i];
+  }
+  const Values& e0 = state_of(*hooks[0]).bucket_memory(0).error;
+  const Values& e1 = state_of(*hooks[1]).bucket_memory(0).error;
+  ASSERT_EQ(e0.size(), 19u * 19u);
+  double shortfall_norm = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(shortfall[i], (double(e0[i]) + e1[i]) / size, 1e-3) << i;
+    shortfall_norm += shortfall[i] * shortfall[i];
+  }
+  // Rank 1 of a 19 x 19 noise square drops most of it: the error is large.
+  EXPECT_GT(std::sqrt(shortfall_norm), 1.0);
 }
 
 }  // namespace
