@@ -18,6 +18,7 @@
 #include "process_group/gloo/closing_handshake.h"
 #include "process_group/gloo/gloo_internal.h"
 #include "process_group/gloo/reduce_kernels.h"
+#include "process_group/gloo/send_buffer_autotuning.h"
 #include "process_group/gloo/store_adapter.h"
 #include "store/prefix_store.h"
 
@@ -118,6 +119,9 @@ absl::Status GlooBackend::connect() {
       PrefixStore context_store(absl::StrCat(key_prefix_, "ctx", k), store_);
       GlooStoreAdapter adapter(context_store);
       context->connectFullMesh(adapter, device_);
+      // Before any op: a classic algorithm's first small message must not
+      // pin the pairs' send buffers (see send_buffer_autotuning.h).
+      keep_send_buffer_autotuning(*context);
       if (k < options_.num_workers) {
         worker_contexts_.push_back(std::move(context));
       } else {
