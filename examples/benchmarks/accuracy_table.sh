@@ -21,12 +21,12 @@
 # torch's default 1000, so nearly all of training is compressed.
 #
 # Environment: TRAIN (trainer binary), OUT (metrics dir), RUNS (subset of the
-# names above), EPOCHS (10), HIDDEN (512,256), LR (0.05), MOMENTUM (0.9),
+# names above), EPOCHS (8), HIDDEN (512,256), LR (0.05), MOMENTUM (0.9),
 # SCHEDULE (cosine), SEED (0), PNG (docs/examples_accuracy.png), NICE (10),
 # REUSE=1 (keep runs whose metrics already exist in OUT).
 set -euo pipefail
 
-EPOCHS=${EPOCHS:-10}
+EPOCHS=${EPOCHS:-8}
 HIDDEN=${HIDDEN:-512,256}
 LR=${LR:-0.05}
 MOMENTUM=${MOMENTUM:-0.9}
