@@ -143,7 +143,7 @@ void decompress(const Ctx& ctx) {
   const CompressionPlan& plan = c.in.plan;
   DDPX_STEP_TRY(ctx, "decompressing",
                 for_each_group(c, [&](const MatrixGroup& g) -> absl::Status {
-                  Tensor out = group_matrices(c.in.work, plan, g);
+                  Tensor out = group_matrices(c.in.buffer, plan, g);
                   absl::Status s = c.k->matmul(factor_batch(c.p, plan, g, true), false,
                                                factor_batch(c.q, plan, g, false), true, out);
                   if (!s.ok() || !error_feedback) return s;
@@ -175,7 +175,7 @@ void unpack_uncompressed(const Ctx& ctx) {
   int64_t at = 0;
   for (const auto& [offset, numel] : plan.uncompressed) {
     if (numel == 0) continue;
-    const Tensor dst = c.in.work.view(offset, {numel});
+    const Tensor dst = c.in.buffer.view(offset, {numel});
     DDPX_STEP_TRY(ctx, "unpacking the uncompressed tensors",
                   c.k->copy(c.uncompressed.view(at, {numel}), dst));
     if (error_feedback) {
@@ -219,7 +219,7 @@ int64_t remembered_numel(const std::vector<float>& host, const Tensor& device) {
 absl::Status prepare(DeviceStepContext& c) {
   const CompressionPlan& plan = c.in.plan;
   const PowerSGDOptions& options = c.state->options();
-  const int64_t n = c.in.work.numel();
+  const int64_t n = c.in.buffer.numel();
   PowerSGDBucketMemory& mem = *c.memory;
   // Check what the state remembers before changing any of it.
   const int64_t error_numel = remembered_numel(mem.error, mem.device_error);
@@ -238,7 +238,7 @@ absl::Status prepare(DeviceStepContext& c) {
         plan.q_numel, " elements but remembers ", p_numel, "/", q_numel));
   }
   c.groups = device_matrix_groups(plan);
-  c.m = c.in.work;
+  c.m = c.in.buffer;
   bool created = false;
   if (options.use_error_feedback) {
     if (absl::Status s = ensure_device_memory(c, mem.error, mem.device_error, n, &created);
@@ -247,7 +247,7 @@ absl::Status prepare(DeviceStepContext& c) {
     }
     // M = input + error, in the error buffer (the input stays untouched).
     c.m = mem.device_error;
-    if (absl::Status s = c.k->add_scaled(c.m, 1.0f, c.in.work, c.m); !s.ok()) return s;
+    if (absl::Status s = c.k->add_scaled(c.m, 1.0f, c.in.buffer, c.m); !s.ok()) return s;
   }
 
   if (plan.uncompressed_numel > 0) {
@@ -372,14 +372,14 @@ std::shared_ptr<Future<Tensor>> run_powersgd_device_step(
   auto ctx = std::make_shared<DeviceStepContext>();
   ctx->result = Future<Tensor>::create();
   const DType wire = input.wire_dtype;
-  if (input.kernels == nullptr || !input.work.defined() ||
-      input.work.dtype() != DType::kFloat32 ||
+  if (input.kernels == nullptr || !input.buffer.defined() ||
+      input.buffer.dtype() != DType::kFloat32 ||
       (wire != DType::kFloat32 && wire != DType::kFloat16 && wire != DType::kBFloat16)) {
     ctx->result->set_error(absl::InvalidArgumentError(absl::StrCat(
         "PowerSGD bucket ", input.bucket_index,
         ": a device step needs device kernels and a float32 buffer with a float32, float16 "
         "or bfloat16 wire, got ",
-        input.work.defined() ? input.work.str() : "an undefined buffer", " and a ",
+        input.buffer.defined() ? input.buffer.str() : "an undefined buffer", " and a ",
         dtype_name(wire), " wire", input.kernels == nullptr ? " (no kernels)" : "")));
     return ctx->result;
   }
@@ -388,11 +388,11 @@ std::shared_ptr<Future<Tensor>> run_powersgd_device_step(
   state->record_compression(input.plan.numel_before, input.plan.numel_after,
                             input.bucket_is_last);
   ctx->k = input.kernels;
-  ctx->device = input.work.device();
+  ctx->device = input.buffer.device();
   ctx->pg = std::move(pg);
   ctx->state = std::move(state);
   ctx->in = std::move(input);
-  ctx->in.work = ctx->in.work.flatten();
+  ctx->in.buffer = ctx->in.buffer.flatten();
   absl::Status prepared = prepare(*ctx);
   if (!prepared.ok()) {
     ctx->result->set_error(absl::Status(

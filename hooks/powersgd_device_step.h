@@ -34,29 +34,20 @@
 #include "hooks/hook_stats.h"
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_state.h"
+#include "hooks/powersgd_step.h"
 #include "process_group/future.h"
 #include "process_group/process_group.h"
 #include "process_group/tensor.h"
 
 namespace ddpx {
 
-struct PowerSGDDeviceStepInput {
-  size_t bucket_index = 0;
-  bool bucket_is_last = false;
-  // Contiguous float32 buffer on the kernels' device that the plan
-  // describes (the bucket itself, a float32 copy of a 16-bit bucket, or the
-  // batched hook's padded square); rewritten in place.
-  Tensor work;
-  // What P, Q and the uncompressed batch travel as: float32, float16 or
-  // bfloat16 (as powersgd_step.h).
-  DType wire_dtype = DType::kFloat32;
-  CompressionPlan plan;
-  // Called once `work` holds the result; may queue device work (a cast back
-  // into the bucket): the step waits for the stream after it, then completes
-  // the future with its value.
-  std::function<absl::StatusOr<Tensor>()> finish;
-  std::shared_ptr<HookStatsCounter> counter;  // may be null
-  DeviceKernels* kernels = nullptr;           // required
+// The CPU step's input (powersgd_step.h), with `buffer` a contiguous
+// float32 buffer on the kernels' device (the bucket itself, a float32 copy
+// of a 16-bit bucket, or the batched hook's padded square). `finish` may
+// queue device work (a cast back into the bucket): the step waits for the
+// stream after it, then completes the future with its value.
+struct PowerSGDDeviceStepInput : PowerSGDStepInput {
+  DeviceKernels* kernels = nullptr;  // required
 };
 
 // With `pg` null the step runs as on a group of one without communicating.

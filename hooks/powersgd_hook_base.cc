@@ -32,10 +32,10 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::run(GradBucket& bucket) {
   return allreduce_average(*pg_, buffer);
 }
 
-std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
-    const GradBucket& bucket, Tensor work, CompressionPlan plan,
-    std::function<absl::StatusOr<Tensor>()> finish) {
-  PowerSGDStepInput step;
+void PowerSGDHookBase::fill_step_input(const GradBucket& bucket, Tensor work,
+                                       CompressionPlan plan,
+                                       std::function<absl::StatusOr<Tensor>()> finish,
+                                       PowerSGDStepInput& step) const {
   step.bucket_index = bucket.index();
   step.bucket_is_last = bucket.is_last();
   step.buffer = std::move(work);
@@ -43,6 +43,13 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
   step.plan = std::move(plan);
   step.finish = std::move(finish);
   step.counter = counter_;
+}
+
+std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
+    const GradBucket& bucket, Tensor work, CompressionPlan plan,
+    std::function<absl::StatusOr<Tensor>()> finish) {
+  PowerSGDStepInput step;
+  fill_step_input(bucket, std::move(work), std::move(plan), std::move(finish), step);
   return run_powersgd_step(pg_, state_, std::move(step));
 }
 
@@ -50,13 +57,7 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_device_step(
     const GradBucket& bucket, Tensor work, CompressionPlan plan,
     std::function<absl::StatusOr<Tensor>()> finish) {
   PowerSGDDeviceStepInput step;
-  step.bucket_index = bucket.index();
-  step.bucket_is_last = bucket.is_last();
-  step.work = std::move(work);
-  step.wire_dtype = bucket.buffer().dtype();
-  step.plan = std::move(plan);
-  step.finish = std::move(finish);
-  step.counter = counter_;
+  fill_step_input(bucket, std::move(work), std::move(plan), std::move(finish), step);
   step.kernels = kernels_of(bucket);
   return run_powersgd_device_step(pg_, state_, std::move(step));
 }

@@ -13,6 +13,7 @@
 #include "hooks/hook_stats.h"
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_state.h"
+#include "hooks/powersgd_step.h"
 #include "process_group/process_group.h"
 
 namespace ddpx {
@@ -52,6 +53,11 @@ class PowerSGDHookBase : public CountingHook {
       std::function<absl::StatusOr<Tensor>()> finish);
 
  private:
+  // The fields both steps' inputs share.
+  void fill_step_input(const GradBucket& bucket, Tensor work, CompressionPlan plan,
+                       std::function<absl::StatusOr<Tensor>()> finish,
+                       PowerSGDStepInput& step) const;
+
   std::shared_ptr<ProcessGroup> pg_;
   std::shared_ptr<PowerSGDState> state_;
   std::shared_ptr<HookStatsCounter> counter_ = std::make_shared<HookStatsCounter>();

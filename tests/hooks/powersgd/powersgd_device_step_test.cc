@@ -74,7 +74,7 @@ absl::Status device_step(std::shared_ptr<ProcessGroup> pg,
                          std::shared_ptr<PowerSGDState> state, const Tensor& buffer,
                          CompressionPlan plan, DType wire, DeviceKernels& k) {
   PowerSGDDeviceStepInput in;
-  in.work = buffer;
+  in.buffer = buffer;
   in.bucket_is_last = true;
   in.wire_dtype = wire;
   in.plan = std::move(plan);
@@ -268,7 +268,7 @@ TEST(PowerSGDDeviceStep, WithoutKernelsOrWithAWrongBufferItSaysSo) {
   PowerSGDOptions o = options(2, true);
   Tensor buffer = Tensor::from_vector(random_input(total_numel(kShapes), 1, 0, 0));
   PowerSGDDeviceStepInput in;
-  in.work = buffer;
+  in.buffer = buffer;
   in.plan = layerwise(kShapes, o);
   absl::Status s = run_powersgd_device_step(nullptr, make_state(o), in)->wait();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
