@@ -9,12 +9,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "examples/launcher/launcher.h"
 
 namespace ddpx {
 
-// A free TCP port on 127.0.0.1 (bound to 0 and released; the OS rarely hands
-// it out again at once).
-int pick_free_port();
+using launcher::pick_free_port;  // examples/launcher/launcher.h
 
 struct RankExit {
   int rank;

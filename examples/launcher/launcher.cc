@@ -6,7 +6,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <optional>
+#include <random>
 #include <thread>
 
 #include "examples/launcher/child_process.h"
@@ -54,21 +56,55 @@ std::string describe(int rank, pid_t pid, const ExitStatus& status) {
 
 }  // namespace
 
-int pick_free_port() {
+namespace {
+
+// Whether a listening socket could bind `port` on every address right now
+// (0: any port, whose number is returned through `port`).
+bool can_bind(int* port) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return -1;
+  if (fd < 0) return false;
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(*port));
   socklen_t len = sizeof(addr);
-  int port = -1;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  if (ok) *port = ntohs(addr.sin_port);
   close(fd);
-  return port;
+  return ok;
+}
+
+// The first port of the kernel's ephemeral range (outgoing connections'
+// local ports).
+int ephemeral_low() {
+  int low = 32768, high = 60999;
+  if (FILE* f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r")) {
+    if (fscanf(f, "%d %d", &low, &high) != 2) low = 32768;
+    fclose(f);
+  }
+  return low;
+}
+
+}  // namespace
+
+int pick_free_port() {
+  // Below the ephemeral range: between this check and the caller's bind no
+  // outgoing connection can take the port as its local end, which a port
+  // from bind(0) is exposed to (jobs and tests side by side then fail with
+  // "Address already in use").
+  constexpr int kFirst = 10000;
+  const int low = ephemeral_low();
+  if (low - kFirst >= 1000) {
+    std::mt19937 gen(std::random_device{}() ^ static_cast<unsigned>(getpid()));
+    std::uniform_int_distribution<int> dist(kFirst, low - 1);
+    for (int attempt = 0; attempt < 64; ++attempt) {
+      int port = dist(gen);
+      if (can_bind(&port)) return port;
+    }
+  }
+  int port = 0;
+  return can_bind(&port) ? port : -1;
 }
 
 LaunchResult launch_local_ranks(const LaunchOptions& o) {

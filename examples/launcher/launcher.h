@@ -42,7 +42,9 @@ struct LaunchResult {
 
 LaunchResult launch_local_ranks(const LaunchOptions& options);
 
-// A TCP port on 127.0.0.1 that was free a moment ago, or -1.
+// A TCP port that was free a moment ago, below the kernel's ephemeral
+// range so no outgoing connection takes it before the caller binds it; -1
+// if none could be found.
 int pick_free_port();
 
 }  // namespace ddpx::launcher

@@ -9,6 +9,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "examples/launcher/launcher.h"
 #include "tests/store/subprocess.h"
 
 namespace ddpx {
@@ -17,17 +18,8 @@ namespace {
 
 using std::chrono::milliseconds;
 
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  socklen_t len = sizeof(addr);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
-}
+// A port nobody listens on right now, outside the ephemeral range.
+uint16_t free_port() { return static_cast<uint16_t>(launcher::pick_free_port()); }
 
 Subprocess start_server(uint16_t port, uint16_t* bound) {
   auto server = Subprocess::spawn(

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "examples/launcher/launcher.h"
 #include "store/socket_util.h"
 
 namespace ddpx {
@@ -35,17 +36,8 @@ std::unique_ptr<TCPStore> client(uint16_t port, milliseconds timeout = milliseco
   return store.ok() ? std::move(*store) : nullptr;
 }
 
-// A port nobody listens on right now.
-uint16_t free_port() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
-  uint16_t port = *local_port(fd);
-  close(fd);
-  return port;
-}
+// A port nobody listens on right now, outside the ephemeral range.
+uint16_t free_port() { return static_cast<uint16_t>(launcher::pick_free_port()); }
 
 TEST(TCPStore, EveryOperation) {
   auto m = master();
