@@ -29,7 +29,10 @@ void WorkerPool::run_and_release(Lane& lane, Task task) {
   task = Task{};  // the op's captures go before the lane takes the next one
   std::lock_guard<std::mutex> lock(lane.mu);
   lane.busy = false;
-  lane.changed.notify_all();
+  // Only the worker (for a queued task) and shutdown() wait for this; a
+  // waiter's inline op with nothing queued behind it wakes nobody, which on
+  // a 2-core machine is CPU the peer process needs for the same op.
+  if (!lane.queue.empty() || lane.stopping) lane.changed.notify_all();
 }
 
 WorkerPool::WorkerPool(int num_workers) {
@@ -46,7 +49,8 @@ std::shared_ptr<WorkerPool::Ticket> WorkerPool::submit(int index, Task task) {
     std::lock_guard<std::mutex> lock(lane->mu);
     if (!lane->stopping) {
       lane->queue.push_back(ticket);
-      lane->changed.notify_all();
+      // While a task runs, its release wakes the worker for this one.
+      if (!lane->busy) lane->changed.notify_all();
       return ticket;
     }
   }
