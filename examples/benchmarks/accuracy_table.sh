@@ -39,13 +39,10 @@ RUNS=${RUNS:-"allreduce fp16 bf16 int8 powersgd1 powersgd2 powersgd4 batched_pow
 die() { echo "accuracy_table: $*" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
-if [ -z "${TRAIN:-}" ]; then
-  for t in "${RUNFILES_DIR:-/nonexistent}/ddpx/examples/train" "$here/../train" \
-           "$workspace/.bazel/bin/examples/train"; do
-    [ -x "$t" ] && TRAIN=$t && break
-  done
-fi
-[ -x "${TRAIN:-}" ] || die "trainer not found; bazel build //examples:train or set TRAIN=/path/to/train"
+for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
+  [ -f "$lib" ] && . "$lib" && break
+done
+find_train "$workspace"
 plot=$workspace/tools/plot_accuracy
 [ -x "$plot" ] || die "$plot not found"
 OUT=${OUT:-$(mktemp -d /tmp/accuracy_table.XXXXXX)}

@@ -60,12 +60,10 @@ die() { echo "bandwidth_limited: $*" >&2; exit 1; }
 command -v tc >/dev/null || die "tc not found (apt-get install iproute2)"
 
 here=$(cd "$(dirname "$0")" && pwd)
-if [ -z "${TRAIN:-}" ]; then
-  for t in "${RUNFILES_DIR:-/nonexistent}/ddpx/examples/train" "$here/../../.bazel/bin/examples/train"; do
-    [ -x "$t" ] && TRAIN=$t && break
-  done
-fi
-[ -x "${TRAIN:-}" ] || die "trainer not found; bazel build //examples:train or set TRAIN=/path/to/train"
+for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
+  [ -f "$lib" ] && . "$lib" && break
+done
+find_train "$here/../.."
 OUT=${OUT:-$(mktemp -d /tmp/bandwidth_limited.XXXXXX)}
 mkdir -p "$OUT"
 

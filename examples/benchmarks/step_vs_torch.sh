@@ -32,13 +32,10 @@ BUCKET_VIEW=${BUCKET_VIEW:-1}
 die() { echo "step_vs_torch: $*" >&2; exit 1; }
 here=$(cd "$(dirname "$0")" && pwd)
 workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
-if [ -z "${TRAIN:-}" ]; then
-  for t in "${RUNFILES_DIR:-/nonexistent}/ddpx/examples/train" "$here/../train" \
-           "$workspace/.bazel/bin/examples/train"; do
-    [ -x "$t" ] && TRAIN=$t && break
-  done
-fi
-[ -x "${TRAIN:-}" ] || die "trainer not found; bazel build //examples:train or set TRAIN=/path/to/train"
+for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
+  [ -f "$lib" ] && . "$lib" && break
+done
+find_train "$workspace"
 TORCH_SCRIPT=$workspace/examples/reference/train_torch.py
 [ -f "$TORCH_SCRIPT" ] || TORCH_SCRIPT=$here/../reference/train_torch.py
 python3 -c 'import torch' 2>/dev/null || die "torch is not importable (pip install torch)"
