@@ -64,6 +64,10 @@ for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_trai
   [ -f "$lib" ] && . "$lib" && break
 done
 find_train "$here/../.."
+# Beside this script in the source tree, in the runfiles under `bazel run`.
+comm_time=$here/comm_time.py
+[ -f "$comm_time" ] || comm_time=$0.runfiles/ddpx/examples/benchmarks/comm_time.py
+[ -f "$comm_time" ] || die "comm_time.py not found next to $0 or in its runfiles"
 OUT=${OUT:-$(mktemp -d /tmp/bandwidth_limited.XXXXXX)}
 mkdir -p "$OUT"
 
@@ -116,7 +120,7 @@ for hook in $HOOKS; do
   grep -E "^(epoch [0-9]+[ :(]|done)" "$OUT/$name.log" | tail -2
   read -r step_time[$name] wait[$name] bytes[$name] ratio[$name] acc[$name] < <(summarize "$metrics")
   read -r transfer[$name] hook_time[$name] ncoll[$name] < \
-    <(python3 "$here/comm_time.py" "$OUT/$name.trace" "$NPROC" "$SKIP")
+    <(python3 "$comm_time" "$OUT/$name.trace" "$NPROC" "$SKIP")
 done
 
 [ -n "${step_time[noop]:-}" ] || die "the noop anchor is needed for communication time"
