@@ -66,14 +66,11 @@ int run() {
   std::vector<DeviceBucket> buckets;
   uint64_t seed = 1;
   int64_t numel = 0;
-  for (const auto& indices : ddp_float32_buckets(shapes)) {
+  for (BucketLayout& layout : ddp_float32_buckets(shapes)) {
     DeviceBucket b;
-    int64_t at = 0;
-    for (size_t i : indices) {
-      b.shapes.push_back(shapes[i]);
-      b.offsets.push_back(at);
-      at += shape_numel(shapes[i]);
-    }
+    const int64_t at = layout.numel;
+    b.shapes = std::move(layout.shapes);
+    b.offsets = std::move(layout.offsets);
     Tensor host = Tensor::zeros({at}, DType::kFloat32);
     fill_standard_normal(host.data_as<float>(), at, seed++);
     b.gradient = *Tensor::empty({at}, DType::kFloat32, dev);

@@ -45,17 +45,15 @@ double median(std::vector<double> v) {
 
 }  // namespace
 
-std::vector<std::vector<size_t>> ddp_float32_buckets(const std::vector<Shape>& shapes) {
-  std::vector<std::vector<size_t>> buckets(1);
-  int64_t bytes = 0;
+std::vector<BucketLayout> ddp_float32_buckets(const std::vector<Shape>& shapes) {
+  std::vector<BucketLayout> buckets(1);
   for (size_t k = shapes.size(); k-- > 0;) {
     const int64_t cap = buckets.size() == 1 ? (1 << 20) : (25 << 20);
-    if (bytes >= cap) {
-      buckets.emplace_back();
-      bytes = 0;
-    }
-    buckets.back().push_back(k);
-    bytes += shape_numel(shapes[k]) * 4;
+    if (buckets.back().numel * 4 >= cap) buckets.emplace_back();
+    BucketLayout& b = buckets.back();
+    b.shapes.push_back(shapes[k]);
+    b.offsets.push_back(b.numel);
+    b.numel += shape_numel(shapes[k]);
   }
   return buckets;
 }
@@ -72,14 +70,11 @@ struct BenchBucket {
 std::vector<BenchBucket> make_buckets(const std::vector<Shape>& shapes) {
   std::vector<BenchBucket> out;
   uint64_t seed = 1;
-  for (const auto& indices : ddp_float32_buckets(shapes)) {
+  for (BucketLayout& layout : ddp_float32_buckets(shapes)) {
     BenchBucket b;
-    int64_t at = 0;
-    for (size_t k : indices) {
-      b.shapes.push_back(shapes[k]);
-      b.offsets.push_back(at);
-      at += shape_numel(shapes[k]);
-    }
+    const int64_t at = layout.numel;
+    b.shapes = std::move(layout.shapes);
+    b.offsets = std::move(layout.offsets);
     b.gradient.resize(at);
     fill_standard_normal(b.gradient.data(), at, seed++);
     b.buffer = Tensor::zeros({at}, DType::kFloat32);

@@ -61,9 +61,17 @@ struct PowerSGDBenchResult {
 // ResNet-50's parameter shapes in registration order (25,557,032 values).
 std::vector<Shape> resnet50_gradient_shapes();
 
+// One bucket's flat layout: its tensors' shapes in bucket order, each
+// tensor's offset, and the bucket's length (elements).
+struct BucketLayout {
+  std::vector<Shape> shapes;
+  std::vector<int64_t> offsets;
+  int64_t numel = 0;
+};
+
 // DDP's bucketing of `shapes`: reverse registration order, a 1 MiB first
-// bucket, then 25 MiB caps (float32). Each entry lists parameter indices.
-std::vector<std::vector<size_t>> ddp_float32_buckets(const std::vector<Shape>& shapes);
+// bucket, then 25 MiB caps (float32).
+std::vector<BucketLayout> ddp_float32_buckets(const std::vector<Shape>& shapes);
 
 absl::StatusOr<PowerSGDBenchResult> run_powersgd_bench(
     const PowerSGDBenchConfig& config);
