@@ -7,9 +7,12 @@
 // sgemv cannot take the error-feedback addition into the same pass); above
 // kStreamingMaxRank they go through OpenBLAS's sgemm. Decompression and the
 // element-wise passes are loops the compiler vectorizes (the target builds
-// with -ftree-vectorize). Summation orders are fixed by the code (8 partial
-// sums per dot product, rows in order), never by blocking or threads, so a
-// step is deterministic.
+// with -ftree-vectorize). Where the CPU has AVX2, P = M Q and decompression
+// at ranks 3-4 run as intrinsics instead (GCC kept their accumulators on
+// the stack). Summation orders are fixed by the code (8 partial sums per dot
+// product, rows in order), never by blocking or threads, and the AVX2 path
+// performs the portable path's operations in the same order without FMA, so
+// a step is deterministic and gives the same bits on every x86-64 CPU.
 #ifndef DDPX_HOOKS_POWERSGD_KERNELS_H_
 #define DDPX_HOOKS_POWERSGD_KERNELS_H_
 
@@ -42,6 +45,11 @@ void matmul_p_qt(const float* p, const float* q, int64_t rows, int64_t cols,
 // packing costs more than the arithmetic.
 void decompress_p_qt(const float* p, const float* q, int64_t rows, int64_t cols,
                      int64_t rank, float* out, float* e);
+
+// For tests: true makes the kernels above take their portable (SSE2) path
+// even where the CPU has AVX2, so a test can compare the two paths' bits.
+// Set it while no kernel runs.
+void use_portable_powersgd_kernels_for_testing(bool portable);
 
 // dst[i] += src[i].
 void add_inplace(float* dst, const float* src, int64_t n);

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 #include <utility>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -289,6 +290,52 @@ TEST(Kernels, DecompressIsPQtransposedAndUpdatesTheError) {
     std::vector<float> out2(rows * cols);
     decompress_p_qt(p.data(), q.data(), rows, cols, rank, out2.data(), nullptr);
     EXPECT_EQ(out2, out);
+  }
+}
+
+// The AVX2 path (intrinsics, two rows per sweep, where the CPU has it) and
+// the portable loops give the same bits for every kernel, rank and shape
+// with remainders: ranks on different CPUs stay identical.
+TEST(Kernels, Avx2AndPortablePathsGiveTheSameBits) {
+  if (!__builtin_cpu_supports("avx2")) {
+    GTEST_SKIP() << "SKIPPED: this CPU has no AVX2; only the portable path runs here";
+  }
+  struct Outputs {
+    std::vector<float> p, q, sum, p_of_sum, out, e;
+  };
+  auto run = [](int64_t rows, int64_t cols, int64_t rank, bool portable) {
+    use_portable_powersgd_kernels_for_testing(portable);
+    Outputs o;
+    std::vector<float> m(rows * cols), in(rows * cols), q(cols * rank);
+    fill_standard_normal(m.data(), m.size(), 60 + rank);
+    fill_standard_normal(in.data(), in.size(), 70 + rank);
+    fill_standard_normal(q.data(), q.size(), 80 + rank);
+    o.p.resize(rows * rank);
+    o.q.resize(cols * rank);
+    matmul_m_q(m.data(), rows, cols, q.data(), rank, o.p.data());
+    matmul_mt_p(m.data(), rows, cols, o.p.data(), rank, o.q.data());
+    o.sum = m;
+    o.p_of_sum.resize(rows * rank);
+    add_then_matmul_m_q(o.sum.data(), in.data(), rows, cols, q.data(), rank, o.p_of_sum.data());
+    o.out.resize(rows * cols);
+    o.e = in;
+    decompress_p_qt(o.p.data(), o.q.data(), rows, cols, rank, o.out.data(), o.e.data());
+    use_portable_powersgd_kernels_for_testing(false);
+    return o;
+  };
+  for (int64_t rank = 1; rank <= kStreamingMaxRank + 1; ++rank) {
+    for (auto [rows, cols] :
+         {std::pair<int64_t, int64_t>{7, 37}, {8, 64}, {13, 8}, {4, 3}, {1, 101}, {6, 1029}}) {
+      const Outputs fast = run(rows, cols, rank, false), portable = run(rows, cols, rank, true);
+      const std::string where = "rank " + std::to_string(rank) + " " + std::to_string(rows) +
+                                "x" + std::to_string(cols);
+      EXPECT_EQ(fast.p, portable.p) << "P = M Q, " << where;
+      EXPECT_EQ(fast.q, portable.q) << "Q = M^T P, " << where;
+      EXPECT_EQ(fast.sum, portable.sum) << "M + input, " << where;
+      EXPECT_EQ(fast.p_of_sum, portable.p_of_sum) << "P = (M + input) Q, " << where;
+      EXPECT_EQ(fast.out, portable.out) << "P Q^T, " << where;
+      EXPECT_EQ(fast.e, portable.e) << "e - P Q^T, " << where;
+    }
   }
 }
 
