@@ -45,21 +45,6 @@ absl::StatusOr<Evaluation> evaluate(nn::Mlp& model, const data::Dataset& test,
 
 absl::Status barrier(ProcessGroup& pg) { return pg.barrier()->wait(); }
 
-// Evaluation's one small allreduce gets a group (a backend) of its own: on
-// the training group, a tiny allreduce between DDP's bucket allreduces makes
-// Gloo's default allreduce stall them for up to ~1.6 s per step from then on
-// (docs/examples.md, "Gloo stall"). Needs the default group (new_group).
-absl::StatusOr<std::shared_ptr<ProcessGroup>> make_eval_group(const ProcessGroup& pg) {
-  std::vector<int> ranks(static_cast<size_t>(pg.size()));
-  for (int r = 0; r < pg.size(); ++r) ranks[static_cast<size_t>(r)] = r;
-  absl::StatusOr<std::shared_ptr<ProcessGroup>> group = new_group(ranks);
-  if (!group.ok()) {
-    return absl::Status(group.status().code(),
-                        "building the evaluation group: " + std::string(group.status().message()));
-  }
-  return group;
-}
-
 }  // namespace
 
 absl::StatusOr<std::vector<int64_t>> parse_hidden(const std::string& text) {
@@ -95,9 +80,6 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   absl::StatusOr<std::unique_ptr<GradientSync>> sync_or = make_sync(model, pg);
   if (!sync_or.ok()) return sync_or.status();
   GradientSync& sync = **sync_or;
-  absl::StatusOr<std::shared_ptr<ProcessGroup>> eval_group = make_eval_group(*pg);
-  if (!eval_group.ok()) return eval_group.status();
-  ProcessGroup& eval_pg = **eval_group;
 
   Progress progress;
   progress.world_size = world;
@@ -253,7 +235,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
         }
       }
       if (c.eval_every > 0 && progress.global_step % c.eval_every == 0) {
-        absl::StatusOr<Evaluation> e = evaluate(model, *test_set, eval_pg, 256);
+        absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
         if (!e.ok()) return e.status();
         if (lead) {
           live.finish();
@@ -275,7 +257,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
         if (!s.ok()) return s;
       }
     }
-    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, eval_pg, 256);
+    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
     if (!e.ok()) return e.status();
     eval = *e;
     evaluated = true;
@@ -313,7 +295,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
     if (!s.ok()) return s;
   }
   if (!evaluated) {  // resumed a finished run, or --max_steps already reached
-    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, eval_pg, 256);
+    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
     if (!e.ok()) return e.status();
     eval = *e;
     if (lead) printf("test accuracy %.2f%% (nothing left to train)\n", 100 * eval.accuracy);
