@@ -89,9 +89,11 @@ std::vector<int64_t> sizes() {
   return out;
 }
 
-// Times each variant in rounds of `iters` calls, calls interleaved between
-// variants (so load changes and the state a call leaves in the kernel's TCP
-// stack hit all alike), and returns for each the median
+// Times each variant in rounds of `iters` calls, rounds interleaved between
+// variants (so load changes hit all alike), each variant's calls back to
+// back after a barrier (a small op's time includes waiting for the last
+// rank to arrive; interleaved call by call, each variant would inherit the
+// previous one's skew between ranks), and returns for each the median
 // of its per-call times (each rank's median, then the max over ranks).
 // Medians, not means: on this VM 1-2% of calls of raw Gloo and ours alike
 // stall for 1-3 ms (a descheduled vCPU), and where those land decides a
@@ -120,12 +122,11 @@ std::vector<double> time_variants(Job& job, const std::vector<std::function<void
       rounds[v] = 0;
     }
   }
-  const int most_iters = *std::max_element(iters.begin(), iters.end());
   for (int round = 0; round < absl::GetFlag(FLAGS_rounds); ++round) {
-    job.raw->barrier();
-    for (int i = 0; i < most_iters; ++i) {
-      for (size_t v = 0; v < variants.size(); ++v) {
-        if (round >= rounds[v] || i >= iters[v]) continue;
+    for (size_t v = 0; v < variants.size(); ++v) {
+      if (round >= rounds[v]) continue;
+      job.raw->barrier();
+      for (int i = 0; i < iters[v]; ++i) {
         auto t0 = Clock::now();
         variants[v]();
         calls[v].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
