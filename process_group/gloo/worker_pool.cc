@@ -1,5 +1,7 @@
 #include "process_group/gloo/worker_pool.h"
 
+#include <algorithm>
+
 namespace ddpx {
 
 // A worker's queue and whether some thread (the worker or a waiter) is
@@ -7,10 +9,24 @@ namespace ddpx {
 // pool can still ask (and be told no).
 struct WorkerPool::Lane {
   std::mutex mu;
-  std::condition_variable changed;  // queue, busy or stopping changed
+  std::condition_variable changed;  // queue, busy, stopping or lazy changed
   std::deque<std::shared_ptr<Ticket>> queue;
   bool busy = false;
   bool stopping = false;
+  // The adaptive wake-up (header): tasks run by their waiters in a row,
+  // whether submit skips waking the worker, and the lazy worker's empty
+  // looks in a row.
+  int inline_runs = 0;
+  bool lazy = false;
+  int idle_polls = 0;
+  std::chrono::microseconds poll = kLazyPollMin;  // the next look's interval
+
+  void become_eager() {
+    lazy = false;
+    inline_runs = 0;
+    idle_polls = 0;
+    poll = kLazyPollMin;
+  }
 };
 
 class WorkerPool::Ticket {
@@ -22,6 +38,7 @@ class WorkerPool::Ticket {
   friend class WorkerPool;
   std::shared_ptr<Lane> lane_;
   Task task_;  // guarded by lane_->mu; emptied when taken
+  std::chrono::steady_clock::time_point queued_at;  // guarded by lane_->mu
 };
 
 void WorkerPool::run_and_release(Lane& lane, Task task) {
@@ -48,9 +65,11 @@ std::shared_ptr<WorkerPool::Ticket> WorkerPool::submit(int index, Task task) {
   {
     std::lock_guard<std::mutex> lock(lane->mu);
     if (!lane->stopping) {
+      ticket->queued_at = std::chrono::steady_clock::now();
       lane->queue.push_back(ticket);
-      // While a task runs, its release wakes the worker for this one.
-      if (!lane->busy) lane->changed.notify_all();
+      // While a task runs, its release wakes the worker for this one; a
+      // lazy worker looks by itself.
+      if (!lane->busy && !lane->lazy) lane->changed.notify_all();
       return ticket;
     }
   }
@@ -72,6 +91,11 @@ bool WorkerPool::run_here_if_next(const std::shared_ptr<Ticket>& ticket) {
     lane.queue.pop_front();
     lane.busy = true;
     task = std::move(ticket->task_);
+    if (!lane.lazy && ++lane.inline_runs >= kLazyAfterInlineRuns) {
+      lane.lazy = true;
+      // A worker asleep without a deadline must start looking by itself.
+      lane.changed.notify_all();
+    }
   }
   run_and_release(lane, std::move(task));
   return true;
@@ -107,17 +131,42 @@ void WorkerPool::shutdown() {
 }
 
 void WorkerPool::loop(Lane* lane) {
+  using Clock = std::chrono::steady_clock;
   for (;;) {
     Task task;
     {
       std::unique_lock<std::mutex> lock(lane->mu);
-      lane->changed.wait(lock, [lane] {
-        return lane->stopping || (!lane->busy && !lane->queue.empty());
-      });
-      if (lane->stopping) return;  // shutdown() cancels what is queued
+      for (;;) {
+        if (lane->stopping) return;  // shutdown() cancels what is queued
+        if (!lane->busy && !lane->queue.empty()) {
+          if (!lane->lazy) break;
+          // A lazy worker leaves a fresh task to its waiter for kLazyGrace;
+          // one nobody took by then is asynchronous: be eager again.
+          const Clock::time_point due = lane->queue.front()->queued_at + kLazyGrace;
+          if (Clock::now() >= due) {
+            lane->become_eager();
+            break;
+          }
+          lane->changed.wait_until(lock, due);
+        } else if (lane->lazy) {
+          // Submit wakes nobody now: look again later, less often the longer
+          // nothing comes, and go back to sleeping until woken after
+          // kLazyIdlePolls empty looks.
+          if (!lane->busy && ++lane->idle_polls >= kLazyIdlePolls) {
+            lane->become_eager();
+            continue;
+          }
+          lane->changed.wait_for(lock, lane->poll);
+          lane->poll = std::min(lane->poll * 2, kLazyPollMax);
+        } else {
+          lane->changed.wait(lock);
+        }
+      }
       std::shared_ptr<Ticket> ticket = std::move(lane->queue.front());
       lane->queue.pop_front();
       lane->busy = true;
+      lane->inline_runs = 0;
+      lane->idle_polls = 0;
       task = std::move(ticket->task_);
     }
     run_and_release(*lane, std::move(task));

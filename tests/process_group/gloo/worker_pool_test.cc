@@ -3,6 +3,7 @@
 #include "process_group/gloo/worker_pool.h"
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -59,6 +60,87 @@ TEST(WorkerPoolTest, WaiterRunsAnIdleWorkersNextTaskOnItsOwnThread) {
   // The worker needs a wake-up to take a task; the waiter is already
   // running, so it nearly always wins.
   EXPECT_GT(ran_here, 0);
+}
+
+// Runs `n` tasks the way "issue, then wait at once" does: each taken by its
+// waiter. After kLazyAfterInlineRuns of them the worker is lazy.
+void run_inline(WorkerPool& pool, int n) {
+  for (int i = 0; i < n; ++i) {
+    WorkerPool::Task t;
+    t.run = [] {};
+    auto ticket = pool.submit(0, std::move(t));
+    // The worker may win the race now and then (it was woken at submit
+    // while eager); then the task is already running or done.
+    WorkerPool::run_here_if_next(ticket);
+  }
+}
+
+// Starts a task nobody waits for and returns how long it took to start, and
+// on which thread it ran.
+std::pair<std::chrono::microseconds, std::thread::id> start_unwaited(WorkerPool& pool) {
+  std::atomic<bool> done{false};
+  std::thread::id where;
+  std::chrono::steady_clock::time_point started;
+  WorkerPool::Task t;
+  t.run = [&] {
+    started = std::chrono::steady_clock::now();
+    where = std::this_thread::get_id();
+    done = true;
+  };
+  const auto submitted = std::chrono::steady_clock::now();
+  pool.submit(0, std::move(t));
+  while (!done.load()) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  return {std::chrono::duration_cast<std::chrono::microseconds>(started - submitted), where};
+}
+
+// A lazy worker (submit no longer wakes it) still starts a task nobody waits
+// for, by itself and within its polling bound: an asynchronous op progresses
+// without a wait. The bound here is loose for loaded CI machines; the
+// worker's own is kLazyPollMax + kLazyGrace.
+TEST(WorkerPoolTest, LazyWorkerStillStartsATaskNobodyWaitsFor) {
+  WorkerPool pool(1);
+  for (int round = 0; round < 20; ++round) {
+    run_inline(pool, 2 * WorkerPool::kLazyAfterInlineRuns);
+    auto [delay, where] = start_unwaited(pool);
+    EXPECT_NE(where, std::this_thread::get_id());
+    EXPECT_LT(delay, std::chrono::seconds(1)) << "round " << round;
+  }
+}
+
+// After a lazy worker took an unwaited task it is eager again, and a lazy
+// worker left idle goes back to sleeping until woken: in both cases the
+// next unwaited task starts (the eager path's wake-up is the one at submit).
+TEST(WorkerPoolTest, LazyWorkerTurnsEagerAgainAfterAnUnwaitedTaskOrIdleness) {
+  WorkerPool pool(1);
+  run_inline(pool, 2 * WorkerPool::kLazyAfterInlineRuns);
+  start_unwaited(pool);  // taken by the lazy worker: eager from here
+  auto [delay, where] = start_unwaited(pool);
+  EXPECT_NE(where, std::this_thread::get_id());
+  EXPECT_LT(delay, std::chrono::seconds(1));
+
+  run_inline(pool, 2 * WorkerPool::kLazyAfterInlineRuns);
+  // Longer than kLazyIdlePolls looks at kLazyPollMax at most.
+  std::this_thread::sleep_for(WorkerPool::kLazyPollMax * (WorkerPool::kLazyIdlePolls + 2));
+  auto [delay2, where2] = start_unwaited(pool);
+  EXPECT_NE(where2, std::this_thread::get_id());
+  EXPECT_LT(delay2, std::chrono::seconds(1));
+}
+
+// A lazy worker leaves a fresh task to its waiter: issue-then-wait runs on
+// the waiter's thread every time once the worker is lazy.
+TEST(WorkerPoolTest, LazyWorkerLeavesFreshTasksToTheirWaiters) {
+  WorkerPool pool(1);
+  run_inline(pool, 2 * WorkerPool::kLazyAfterInlineRuns);
+  int ran_here = 0;
+  constexpr int kTasks = 200;
+  for (int i = 0; i < kTasks; ++i) {
+    WorkerPool::Task t;
+    t.run = [] {};
+    if (WorkerPool::run_here_if_next(pool.submit(0, std::move(t)))) ++ran_here;
+  }
+  // Only a waiter descheduled for longer than kLazyGrace between submit and
+  // wait loses its task to the worker.
+  EXPECT_GE(ran_here, kTasks * 9 / 10);
 }
 
 TEST(WorkerPoolTest, NeverJumpsTheQueueOrRunsBesideTheWorker) {
