@@ -165,8 +165,7 @@ void WorkerPool::loop(Lane* lane) {
       std::shared_ptr<Ticket> ticket = std::move(lane->queue.front());
       lane->queue.pop_front();
       lane->busy = true;
-      lane->inline_runs = 0;
-      lane->idle_polls = 0;
+      lane->inline_runs = 0;  // the worker ran one: not a waiter's streak
       task = std::move(ticket->task_);
     }
     run_and_release(*lane, std::move(task));
