@@ -45,8 +45,9 @@ class WorkerPool {
   // the first to the second.
   static constexpr std::chrono::microseconds kLazyPollMin{1000};
   static constexpr std::chrono::microseconds kLazyPollMax{8000};
-  // Empty looks in a row after which a lazy worker goes back to sleeping
-  // until woken (~100 ms).
+  // Looks in a row at an empty queue after which a lazy worker goes back to
+  // sleeping until woken (~100 ms; tasks its waiters ran between two looks
+  // leave the queue empty too).
   static constexpr int kLazyIdlePolls = 16;
 
   struct Task {
