@@ -62,16 +62,18 @@ TEST(WorkerPoolTest, WaiterRunsAnIdleWorkersNextTaskOnItsOwnThread) {
   EXPECT_GT(ran_here, 0);
 }
 
-// Runs `n` tasks the way "issue, then wait at once" does: each taken by its
-// waiter. After kLazyAfterInlineRuns of them the worker is lazy.
+// Runs tasks the way "issue, then wait at once" does until `n` in a row
+// were taken by their waiter: then the worker is lazy if n >=
+// kLazyAfterInlineRuns (while it is eager it is woken at submit and may win
+// the race for a task, which restarts its count).
 void run_inline(WorkerPool& pool, int n) {
-  for (int i = 0; i < n; ++i) {
+  int in_a_row = 0;
+  for (int tries = 0; in_a_row < n; ++tries) {
+    ASSERT_LT(tries, 100000) << "the waiter never took " << n << " tasks in a row";
     WorkerPool::Task t;
     t.run = [] {};
     auto ticket = pool.submit(0, std::move(t));
-    // The worker may win the race now and then (it was woken at submit
-    // while eager); then the task is already running or done.
-    WorkerPool::run_here_if_next(ticket);
+    in_a_row = WorkerPool::run_here_if_next(ticket) ? in_a_row + 1 : 0;
   }
 }
 
