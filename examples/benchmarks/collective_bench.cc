@@ -32,6 +32,7 @@
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/send_buffer_autotuning.h"
 #include "process_group/gloo/store_adapter.h"
+#include "process_group/gloo/sync_pairs.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
 
@@ -44,6 +45,9 @@ ABSL_FLAG(int64_t, min_bytes, 8, "smallest message");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 5, "timed rounds per point (the median call of all is kept)");
 ABSL_FLAG(int, workers, 2, "worker threads (and contexts) of our backend");
+ABSL_FLAG(int64_t, sync_max_bytes, static_cast<int64_t>(ddpx::kSyncPairMaxMessageBytes),
+          "our backend's GlooOptions::sync_max_bytes (0: small classic allreduces on the "
+          "event-loop pairs, as raw Gloo's default)");
 ABSL_FLAG(double, round_ms, 40, "length of one timed round (3 to 200 calls)");
 ABSL_FLAG(double, budget_s, 420,
           "stop starting new points after this many seconds (the RESULT line still comes)");
@@ -67,6 +71,11 @@ struct Job {
   // far two identical raw Gloo variants differ in one run is the noise floor
   // every ours-vs-raw ratio has to be read against.
   std::unique_ptr<RawGloo> control;
+  // A raw context whose pairs are in Gloo's sync mode, as ours' small
+  // classic allreduces are (sync_pairs.h): ours against raw Gloo called the
+  // same way, so the ratio shows our own overhead where the transport mode
+  // makes ours faster than raw Gloo's default.
+  std::unique_ptr<RawGloo> sync;
   Clock::time_point start = Clock::now();
 };
 
@@ -208,7 +217,7 @@ void bench_allreduce(Job& job, Results& r) {
     printf("\n# allreduce: ours (size-based choice) vs every raw Gloo algorithm (us)\n");
     printf("%-10s %-17s %9s", "bytes", "ours:algorithm", "ours");
     for (AllreduceAlgorithm a : kAllAllreduceAlgorithms) printf(" %13s", allreduce_algorithm_name(a));
-    printf("  vs_same  control vs_default\n");
+    printf("  vs_same  control vs_default  raw_sync vs_sync\n");
   }
   // Raw algorithms that took over --skip_after_ms per call are left out at
   // larger sizes ("-"), except Gloo's default and the one ours uses: the
@@ -232,7 +241,14 @@ void bench_allreduce(Job& job, Results& r) {
       variants.push_back([&, a] { job.raw->allreduce(a, raw_buf.data(), count); });
     }
     variants.push_back([&] { job.control->allreduce(chosen, control_buf.data(), count); });
+    // Ours runs this size on sync pairs: time raw Gloo on sync pairs too.
+    const bool sync = allreduce_runs_on_sync_pairs(
+        chosen, count * 4, static_cast<size_t>(absl::GetFlag(FLAGS_sync_max_bytes)));
+    std::vector<float> sync_buf(count, 0.0f);
+    if (sync) variants.push_back([&] { job.sync->allreduce(chosen, sync_buf.data(), count); });
     std::vector<double> times = time_variants(job, variants);
+    const double raw_sync = sync ? times.back() : 0;
+    if (sync) times.pop_back();
     const double control = times.back();
     for (size_t i = 0; i < algorithms.size(); ++i) {
       if (times[i + 1] * 1e3 > absl::GetFlag(FLAGS_skip_after_ms) &&
@@ -258,8 +274,13 @@ void bench_allreduce(Job& job, Results& r) {
           printf(" %13s", "-");
         }
       }
-      printf("  %7.3f %8.3f %10.3f   busbw %.3f GB/s\n", same / ours, same / control, dflt / ours,
-             count * 4 / ours / 1e9 * bus_factor("allreduce", job.nproc));
+      printf("  %7.3f %8.3f %10.3f", same / ours, same / control, dflt / ours);
+      if (sync) {
+        printf(" %9.1f %7.3f", raw_sync * 1e6, raw_sync / ours);
+      } else {
+        printf(" %9s %7s", "-", "-");
+      }
+      printf("   busbw %.3f GB/s\n", count * 4 / ours / 1e9 * bus_factor("allreduce", job.nproc));
       fflush(stdout);
     }
     r.allreduce_min_vs_default = std::min(r.allreduce_min_vs_default, dflt / ours);
@@ -272,7 +293,10 @@ void bench_allreduce(Job& job, Results& r) {
     }
     // Against the faster of the two raw twins: a raw context alone is
     // sometimes stuck at ~1 ms per 8 B op for a whole point on this VM.
-    if (bytes == 8) r.result["allreduce_8B_latency_vs_gloo"] = ours / std::min(same, control);
+    if (bytes == 8) {
+      r.result["allreduce_8B_latency_vs_gloo"] = ours / std::min(same, control);
+      if (sync) r.result["allreduce_8B_latency_vs_gloo_sync"] = ours / raw_sync;
+    }
   }
 }
 
@@ -400,7 +424,8 @@ void bench_coalesced(Job& job, Results& r) {
 // A raw Gloo context of its own (own device, sockets), rendezvous under
 // `prefix`.
 std::shared_ptr<gloo::Context> connect_raw(int rank, int nproc, const std::string& prefix,
-                                           const std::shared_ptr<Store>& store) {
+                                           const std::shared_ptr<Store>& store,
+                                           bool sync_pairs = false) {
   gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
   auto device = gloo::transport::tcp::CreateDevice(attr);
@@ -414,6 +439,7 @@ std::shared_ptr<gloo::Context> connect_raw(int rank, int nproc, const std::strin
   // backend applies, the raw anchor's large unbound ops after its small
   // classic ones would measure that bug instead of the algorithm.
   keep_send_buffer_autotuning(*context);
+  if (sync_pairs) read_pairs_on_calling_thread(*context);
   return context;
 }
 
@@ -429,12 +455,15 @@ int run_rank(int rank, int nproc, int port) {
   GlooOptions options;
   options.hostname = "127.0.0.1";
   options.num_workers = absl::GetFlag(FLAGS_workers);
+  options.sync_max_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_sync_max_bytes));
   auto ours = GlooBackend::create(shared, rank, nproc, std::chrono::seconds(120), options);
   if (!ours.ok()) die(ours.status().ToString());
 
   std::shared_ptr<gloo::Context> raw = connect_raw(rank, nproc, "raw", shared);
   std::shared_ptr<gloo::Context> control = connect_raw(rank, nproc, "control", shared);
-  Job job{rank, nproc, *ours, std::make_unique<RawGloo>(raw), std::make_unique<RawGloo>(control)};
+  std::shared_ptr<gloo::Context> sync = connect_raw(rank, nproc, "sync", shared, true);
+  Job job{rank, nproc, *ours, std::make_unique<RawGloo>(raw), std::make_unique<RawGloo>(control),
+          std::make_unique<RawGloo>(sync)};
   Results results;
   if (rank == 0) {
     printf("collective_bench: %d ranks (processes), float32, Gloo TCP on 127.0.0.1\n", nproc);
@@ -476,6 +505,7 @@ int run_rank(int rank, int nproc, int port) {
     printf("RESULT nproc=%d", nproc);
     for (const char* key : {"allreduce_64MiB_vs_gloo", "allreduce_64MiB_vs_gloo_default",
                             "allreduce_min_vs_gloo_default", "allreduce_8B_latency_vs_gloo",
+                            "allreduce_8B_latency_vs_gloo_sync",
                             "coalesced_speedup", "min_vs_gloo_from_1MiB",
                             "geomean_vs_gloo_from_1MiB", "min_control_from_1MiB",
                             "geomean_control_from_1MiB"}) {

@@ -20,6 +20,7 @@
 #include "process_group/gloo/reduce_kernels.h"
 #include "process_group/gloo/send_buffer_autotuning.h"
 #include "process_group/gloo/store_adapter.h"
+#include "process_group/gloo/sync_pairs.h"
 #include "store/prefix_store.h"
 
 namespace ddpx {
@@ -56,6 +57,12 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::create(
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: num_workers must be >= 1, got ", options.num_workers));
   }
+  if (options.sync_max_bytes > kSyncPairMaxMessageBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gloo: sync_max_bytes must be at most ", kSyncPairMaxMessageBytes,
+        " (a larger blocking write can deadlock a ring step), got ",
+        options.sync_max_bytes));
+  }
   std::shared_ptr<GlooBackend> backend(
       new GlooBackend(std::move(store), rank, size, timeout, options));
   absl::Status s = backend->connect();
@@ -84,6 +91,8 @@ GlooBackend::~GlooBackend() {
   // connections only once they said they are done (closing_handshake.h).
   std::vector<std::shared_ptr<void>> connections(worker_contexts_.begin(),
                                                  worker_contexts_.end());
+  connections.insert(connections.end(), worker_sync_contexts_.begin(),
+                     worker_sync_contexts_.end());
   connections.push_back(device_);
   close_after_peers(std::move(p2p_context_), std::move(connections),
                     std::min(timeout_, kClosingGrace),
@@ -108,7 +117,9 @@ absl::Status GlooBackend::connect() {
         options_.hostname.empty() ? default_gloo_hostname() : options_.hostname;
     bound_host_ = attr.hostname;
   }
-  const int num_contexts = options_.num_workers + 1;  // + point-to-point
+  // The workers', point-to-point, then the workers' sync ones (if any).
+  const int num_sync = options_.sync_max_bytes > 0 ? options_.num_workers : 0;
+  const int num_contexts = options_.num_workers + 1 + num_sync;
   std::string stage = "creating the TCP device";
   try {
     device_ = gloo::transport::tcp::CreateDevice(attr);
@@ -124,8 +135,11 @@ absl::Status GlooBackend::connect() {
       keep_send_buffer_autotuning(*context);
       if (k < options_.num_workers) {
         worker_contexts_.push_back(std::move(context));
-      } else {
+      } else if (k == options_.num_workers) {
         p2p_context_ = std::move(context);
+      } else {
+        read_pairs_on_calling_thread(*context);
+        worker_sync_contexts_.push_back(std::move(context));
       }
     }
     // Every rank is connected on every context before anyone returns: a
@@ -203,7 +217,9 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
   std::lock_guard<std::mutex> lock(seq_mu_);
   const uint64_t seq = next_seq_++;
   const int worker = static_cast<int>(seq % worker_contexts_.size());
-  OpContext c{worker_contexts_[worker], worker_stores_[worker].get(), seq,
+  OpContext c{worker_contexts_[worker],
+              worker_sync_contexts_.empty() ? nullptr : worker_sync_contexts_[worker],
+              worker_stores_[worker].get(), seq,
               static_cast<uint32_t>(seq * kTagsPerOp), timeout,
               &worker_scratch_[worker]};
   task.run = [this, work, op, what = std::move(what), c, body = std::move(body)] {
@@ -243,9 +259,14 @@ std::chrono::milliseconds GlooBackend::resolve_timeout(
 absl::Status GlooBackend::op_error(OpType op, const std::string& what,
                                    std::chrono::milliseconds timeout,
                                    const std::string& cause) const {
+  // Event-loop pairs say "Timed out ..."; sync pairs (sync_pairs.h), whose
+  // blocking recv()/send() end at SO_RCVTIMEO/SO_SNDTIMEO, "Read timeout" or
+  // "Write timeout".
   const bool timed_out = absl::StrContains(cause, "Timed out") ||
                          absl::StrContains(cause, "timed out") ||
-                         absl::StrContains(cause, "Timeout");
+                         absl::StrContains(cause, "Timeout") ||
+                         absl::StrContains(cause, "Read timeout") ||
+                         absl::StrContains(cause, "Write timeout");
   std::string head = absl::StrCat(op_type_name(op), " of ", what, " on rank ",
                                   rank(), " of ", size());
   if (timed_out) {
@@ -277,6 +298,10 @@ void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
   if (!allreduce_algorithm_supports(algorithm, size(), nbytes) ||
       (is_classic_allreduce(algorithm) && !classic_allowed)) {
     algorithm = AllreduceAlgorithm::kGlooRing;
+  }
+  if (c.sync_context != nullptr &&
+      allreduce_runs_on_sync_pairs(algorithm, nbytes, options_.sync_max_bytes)) {
+    call.context = c.sync_context;
   }
   run_allreduce(algorithm, call);
   if (op == ReduceOp::AVG) {

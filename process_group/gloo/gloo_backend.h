@@ -10,6 +10,8 @@
 // number; each worker owns a Gloo context (its own full mesh of TCP pairs)
 // and every op gets a fresh tag, so concurrent ops never cross. Point-to-
 // point ops use one more context of their own, with the user's tag as slot.
+// Small classic allreduces use a second context per worker whose sockets the
+// op's thread reads itself (sync_pairs.h).
 #ifndef DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
 #define DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
 
@@ -101,6 +103,9 @@ class GlooBackend : public Backend {
   // What a queued op sees when it runs on its worker.
   struct OpContext {
     std::shared_ptr<gloo::Context> context;  // the worker's own
+    // The worker's sync-mode context for small classic allreduces
+    // (sync_pairs.h); null when GlooOptions::sync_max_bytes is 0.
+    std::shared_ptr<gloo::Context> sync_context;
     Store* store;                            // the worker's own store handle
     uint64_t seq;                            // same on every rank
     uint32_t tag;  // first of kTagsPerOp gloo tags owned by this op
@@ -159,6 +164,7 @@ class GlooBackend : public Backend {
 
   std::shared_ptr<gloo::transport::Device> device_;
   std::vector<std::shared_ptr<gloo::Context>> worker_contexts_;
+  std::vector<std::shared_ptr<gloo::Context>> worker_sync_contexts_;  // may be empty
   std::vector<std::unique_ptr<Store>> worker_stores_;
   std::vector<Tensor> worker_scratch_;  // used only by its worker
   std::shared_ptr<gloo::Context> p2p_context_;

@@ -68,6 +68,16 @@ absl::StatusOr<GlooOptions> GlooOptions::from_env() {
     }
     options.allreduce_algorithm = *parsed;
   }
+  std::string sync_bytes = env_or_empty("DDPX_GLOO_SYNC_MAX_BYTES");
+  if (!sync_bytes.empty()) {
+    uint64_t n = 0;
+    if (!absl::SimpleAtoi(sync_bytes, &n) || n > kSyncPairMaxMessageBytes) {
+      return absl::InvalidArgumentError(
+          "DDPX_GLOO_SYNC_MAX_BYTES must be an integer in [0, " +
+          std::to_string(kSyncPairMaxMessageBytes) + "], got '" + sync_bytes + "'");
+    }
+    options.sync_max_bytes = static_cast<size_t>(n);
+  }
   return options;
 }
 

@@ -7,6 +7,7 @@
 
 #include "absl/status/statusor.h"
 #include "process_group/gloo/allreduce_algorithms.h"
+#include "process_group/gloo/sync_pairs.h"
 
 namespace ddpx {
 
@@ -22,9 +23,16 @@ struct GlooOptions {
   // Forces one allreduce algorithm for every size (benchmarks, tests);
   // unset: chosen per message size from the measured table.
   std::optional<AllreduceAlgorithm> allreduce_algorithm;
+  // Allreduces of at most this many bytes per tensor that run a classic
+  // algorithm go through a second context per worker whose pairs are read
+  // by the op's own thread (sync_pairs.h: one wake-up per message instead of
+  // two). At most kSyncPairMaxMessageBytes; 0 turns it off (and saves the
+  // extra contexts' sockets).
+  size_t sync_max_bytes = kSyncPairMaxMessageBytes;
 
   // Defaults overridden by DDPX_GLOO_SOCKET_IFNAME, DDPX_GLOO_HOSTNAME,
-  // DDPX_GLOO_NUM_WORKERS and DDPX_GLOO_ALLREDUCE_ALGORITHM.
+  // DDPX_GLOO_NUM_WORKERS, DDPX_GLOO_ALLREDUCE_ALGORITHM and
+  // DDPX_GLOO_SYNC_MAX_BYTES.
   // A malformed value is an error naming the variable.
   static absl::StatusOr<GlooOptions> from_env();
 };

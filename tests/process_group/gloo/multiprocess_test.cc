@@ -99,15 +99,16 @@ TEST(GlooMultiProcess, CollectivesAcrossFourProcesses) {
 }
 
 // Rank 2 is killed (SIGKILL) in the middle of the job; ranks 0, 1 and 3 keep
-// calling allreduce and must fail within the op's timeout, naming it.
-TEST(GlooMultiProcess, KilledRankMakesOthersFailWithinTimeout) {
+// calling allreduce of `numel` floats and must fail within the op's
+// timeout, naming it.
+void expect_killed_rank_fails_the_others(int64_t numel) {
   const int nproc = 4, port = pick_free_port();
   constexpr int kTimeoutMs = 3000;
   auto exits = fork_ranks(nproc, [&](int rank) {
     auto backend = join(rank, nproc, port, std::chrono::milliseconds(kTimeoutMs));
     if (!backend.ok()) return 2;
     GlooBackend& b = **backend;
-    Tensor t = Tensor::zeros({1 << 16}, DType::kFloat32);
+    Tensor t = Tensor::zeros({numel}, DType::kFloat32);
     for (int i = 0; i < 5; ++i) {
       if (!b.allreduce({t}, {})->wait().ok()) return 3;
     }
@@ -131,6 +132,17 @@ TEST(GlooMultiProcess, KilledRankMakesOthersFailWithinTimeout) {
       EXPECT_EQ(e.exit_code, 0) << "rank " << e.rank;
     }
   }
+}
+
+// 256 KiB: Gloo's event-loop pairs (the unbound ring).
+TEST(GlooMultiProcess, KilledRankMakesOthersFailWithinTimeout) {
+  expect_killed_rank_fails_the_others(1 << 16);
+}
+
+// 8 B: halving-doubling on the sync pairs, where the survivors are blocked
+// in recv() on their own thread (sync_pairs.h).
+TEST(GlooMultiProcess, KilledRankFailsOthersBlockedOnSyncPairs) {
+  expect_killed_rank_fails_the_others(2);
 }
 
 }  // namespace

@@ -1,0 +1,34 @@
+// Reaching a Gloo context's TCP pairs and the parts of tcp::Pair Debian's
+// libgloo keeps protected, without patching the library (package-private:
+// send_buffer_autotuning and sync_pairs use it).
+#ifndef DDPX_PROCESS_GROUP_GLOO_TCP_PAIR_ACCESS_H_
+#define DDPX_PROCESS_GROUP_GLOO_TCP_PAIR_ACCESS_H_
+
+#include <cstddef>
+#include <mutex>
+
+#include "gloo/context.h"
+#include "gloo/transport/tcp/pair.h"
+
+namespace ddpx {
+
+using TcpPair = gloo::transport::tcp::Pair;
+
+// The pair to `peer`; null for this rank itself or another transport's pair.
+TcpPair* tcp_pair(gloo::Context& context, int peer);
+
+// A pointer to a protected member formed inside a derived class may be used
+// on any object of the base: the standard way in. Never instantiated.
+struct TcpPairInternals : TcpPair {
+  // The pair's lock, under which Gloo reads and writes the fields below.
+  static std::mutex& mutex(TcpPair& pair) { return pair.*(&TcpPairInternals::m_); }
+  // The SO_SNDBUF size Gloo last set (it only ever grows it).
+  static size_t& send_buffer_size(TcpPair& pair) {
+    return pair.*(&TcpPairInternals::sendBufferSize_);
+  }
+  static bool is_sync(const TcpPair& pair) { return (pair.*(&TcpPairInternals::sync_)).load(); }
+};
+
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_GLOO_TCP_PAIR_ACCESS_H_

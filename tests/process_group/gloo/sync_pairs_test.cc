@@ -1,0 +1,210 @@
+// Small classic allreduces on sync-mode pairs (process_group/gloo/sync_pairs.h):
+// which ops go there, that the pairs really are read by the caller, that
+// results are the same bits as on Gloo's event-loop pairs up to the size
+// limit (where both ranks of a ring step block in write at once), that the
+// two contexts of a worker interleave, and that a silent peer still fails
+// the op within the group's timeout.
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "gloo/rendezvous/context.h"
+#include "gloo/transport/tcp/device.h"
+#include "gtest/gtest.h"
+#include "process_group/gloo/store_adapter.h"
+#include "process_group/gloo/sync_pairs.h"
+#include "store/prefix_store.h"
+#include "tests/process_group/gloo/allreduce_values.h"
+#include "tests/process_group/gloo/gloo_test_util.h"
+
+namespace ddpx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace ::ddpx::testing;
+
+constexpr int64_t kLimitFloats = kSyncPairMaxMessageBytes / 4;
+
+TEST(SyncPairs, OnlySmallClassicAllreducesGoThere) {
+  const size_t limit = kSyncPairMaxMessageBytes;
+  EXPECT_TRUE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kHalvingDoubling, 8, limit));
+  EXPECT_TRUE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kRing, limit, limit));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kRing, limit + 1, limit));
+  // Unbound-buffer algorithms would never be read on sync pairs.
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kGlooRing, 8, limit));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kGlooBcube, 8, limit));
+  // Turned off, and an option above the cap is held to the cap.
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kHalvingDoubling, 8, 0));
+  EXPECT_FALSE(
+      allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kRing, limit + 1, 10 * limit));
+}
+
+TEST(SyncPairs, SwitchesEveryPairOfARawContext) {
+  constexpr int kSize = 3;
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  std::atomic<int> switched{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kSize; ++r) {
+    threads.emplace_back([&, r] {
+      gloo::transport::tcp::attr attr;
+      attr.hostname = "127.0.0.1";
+      auto context = std::make_shared<gloo::rendezvous::Context>(r, kSize);
+      PrefixStore prefixed("raw", store);
+      GlooStoreAdapter adapter(prefixed);
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      context->connectFullMesh(adapter, device);
+      for (int p = 0; p < kSize; ++p) EXPECT_FALSE(pair_reads_on_calling_thread(*context, p));
+      read_pairs_on_calling_thread(*context);
+      for (int p = 0; p < kSize; ++p) {
+        EXPECT_EQ(pair_reads_on_calling_thread(*context, p), p != r) << "rank " << r << " peer " << p;
+      }
+      // No rank closes its pairs before every rank has switched its own
+      // (switching waits for a connected pair; a closed one throws).
+      switched.fetch_add(1);
+      while (switched.load() < kSize) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// Float inputs whose sums depend on the order of additions: equal bits on
+// both kinds of pairs means the same algorithm ran on the same data.
+Tensor order_sensitive_input(int rank, int64_t n) {
+  Tensor t = Tensor::zeros({n}, DType::kFloat32);
+  float* p = t.data_as<float>();
+  for (int64_t i = 0; i < n; ++i) p[i] = 1.0f / (1 + rank + 3 * (i % 97)) + 1e-3f * rank;
+  return t;
+}
+
+// Each rank's results for `algorithm` at every size, with sync pairs up to
+// `sync_max_bytes`.
+std::vector<std::vector<Tensor>> allreduce_results(int size, AllreduceAlgorithm algorithm,
+                                                   size_t sync_max_bytes,
+                                                   const std::vector<int64_t>& sizes) {
+  std::vector<std::vector<Tensor>> results(size);
+  GlooOptions options = local_options();
+  options.allreduce_algorithm = algorithm;
+  options.sync_max_bytes = sync_max_bytes;
+  run_ranks(size, [&](GlooBackend& b) {
+    for (int64_t n : sizes) {
+      Tensor t = order_sensitive_input(b.rank(), n);
+      ASSERT_WORK_OK(b.allreduce({t}, {}));
+      results[b.rank()].push_back(t);
+    }
+  }, options);
+  return results;
+}
+
+TEST(SyncPairs, SameBitsAsEventLoopPairsUpToTheLimit) {
+  const std::vector<int64_t> sizes = {1, 3, 257, 4099, kLimitFloats};
+  for (int size = 2; size <= 5; ++size) {
+    for (AllreduceAlgorithm algorithm :
+         {AllreduceAlgorithm::kRing, AllreduceAlgorithm::kRingChunked,
+          AllreduceAlgorithm::kHalvingDoubling, AllreduceAlgorithm::kBcube}) {
+      if (!allreduce_algorithm_supports(algorithm, size, 4)) continue;
+      SCOPED_TRACE(std::string(allreduce_algorithm_name(algorithm)) + " on " +
+                   std::to_string(size) + " ranks");
+      auto on_sync = allreduce_results(size, algorithm, kSyncPairMaxMessageBytes, sizes);
+      auto on_loop = allreduce_results(size, algorithm, 0, sizes);
+      for (int r = 0; r < size; ++r) {
+        ASSERT_EQ(on_sync[r].size(), sizes.size());
+        ASSERT_EQ(on_loop[r].size(), sizes.size());
+        for (size_t k = 0; k < sizes.size(); ++k) {
+          // (Ranks may differ from each other: the classic ring adds in a
+          // different order on each rank.)
+          EXPECT_EQ(memcmp(on_sync[r][k].data(), on_loop[r][k].data(), on_sync[r][k].nbytes()), 0)
+              << "rank " << r << ", " << sizes[k] << " floats";
+        }
+      }
+    }
+  }
+}
+
+// Small ops (sync context) and large ones (event-loop context) alternate on
+// the same workers, some waited at once (run by the caller), some left in
+// flight (run by the worker).
+TEST(SyncPairs, SmallAndLargeOpsInterleaveOnTheSameWorkers) {
+  for (int size : {2, 3, 4}) {
+    run_ranks(size, [&](GlooBackend& b) {
+      std::vector<std::shared_ptr<Work>> in_flight;
+      std::vector<Tensor> tensors;
+      std::vector<ReduceOp> ops;
+      for (int i = 0; i < 24; ++i) {
+        const int64_t n = i % 3 == 2 ? (1 << 18) + 5 : 1 + 37 * i;
+        const ReduceOp op = i % 2 ? ReduceOp::MAX : ReduceOp::SUM;
+        Tensor t = make_input(op, DType::kInt64, b.rank(), n);
+        AllreduceOptions opts;
+        opts.op = op;
+        auto work = b.allreduce({t}, opts);
+        if (i % 4 == 0) {
+          ASSERT_WORK_OK(work);
+          expect_result(t, op, size, "waited op " + std::to_string(i));
+        } else {
+          in_flight.push_back(work);
+          tensors.push_back(t);
+          ops.push_back(op);
+        }
+      }
+      for (size_t k = 0; k < in_flight.size(); ++k) {
+        ASSERT_WORK_OK(in_flight[k]);
+        expect_result(tensors[k], ops[k], size, "op in flight " + std::to_string(k));
+      }
+    });
+  }
+}
+
+TEST(SyncPairs, SilentPeerFailsTheOpWithinTheGroupTimeout) {
+  constexpr auto kTimeout = std::chrono::milliseconds(600);
+  std::atomic<int> finished{0};
+  run_ranks(3, [&](GlooBackend& b) {
+    if (b.rank() == 2) {  // connected, never joins
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    Tensor t = Tensor::zeros({2}, DType::kFloat32);  // halving-doubling, sync pairs
+    const auto start = Clock::now();
+    absl::Status s = wait_ok(b.allreduce({t}, {}));
+    const auto elapsed = Clock::now() - start;
+    finished.fetch_add(1);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_NE(s.message().find("allreduce"), std::string::npos) << s;
+    EXPECT_NE(s.message().find("600 ms"), std::string::npos) << s;
+    // Gloo's words for a blocking recv() that hit SO_RCVTIMEO: the op ran on
+    // sync pairs (event-loop pairs say "Timed out").
+    EXPECT_NE(s.message().find("Read timeout"), std::string::npos) << s;
+    EXPECT_LT(elapsed, kTimeout + std::chrono::milliseconds(2000)) << s;
+  }, local_options(), kTimeout);
+}
+
+TEST(SyncPairs, LimitAboveTheCapIsAnError) {
+  GlooOptions options = local_options();
+  options.sync_max_bytes = kSyncPairMaxMessageBytes + 1;
+  auto backend = GlooBackend::create(std::make_shared<HashStore>(), 0, 1,
+                                     std::chrono::seconds(1), options);
+  ASSERT_FALSE(backend.ok());
+  EXPECT_EQ(backend.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(backend.status().message().find("sync_max_bytes"), std::string::npos)
+      << backend.status();
+}
+
+TEST(SyncPairs, EnvironmentVariableIsParsedAndChecked) {
+  setenv("DDPX_GLOO_SYNC_MAX_BYTES", "0", 1);
+  auto off = GlooOptions::from_env();
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->sync_max_bytes, 0u);
+  for (const char* bad : {"40000", "-1", "lots"}) {
+    setenv("DDPX_GLOO_SYNC_MAX_BYTES", bad, 1);
+    auto parsed = GlooOptions::from_env();
+    ASSERT_FALSE(parsed.ok()) << bad;
+    EXPECT_NE(parsed.status().message().find("DDPX_GLOO_SYNC_MAX_BYTES"), std::string::npos)
+        << parsed.status();
+  }
+  unsetenv("DDPX_GLOO_SYNC_MAX_BYTES");
+  auto dflt = GlooOptions::from_env();
+  ASSERT_TRUE(dflt.ok());
+  EXPECT_EQ(dflt->sync_max_bytes, kSyncPairMaxMessageBytes);
+}
+
+}  // namespace
+}  // namespace ddpx
