@@ -137,18 +137,26 @@ bool allreduce_algorithm_supports(AllreduceAlgorithm algorithm, int world_size,
 // the best of the set, so it stays the choice there, except that from
 // 32 MiB its ring with 4 MiB segments (fewer, larger exchanges) was faster
 // in both runs of 2026-11-22 (2 ranks: 64 MiB 32.8 vs 41.4 ms; 4 ranks:
-// 75.6 vs 80.1 ms; 32 MiB likewise).
+// 75.6 vs 80.1 ms; 32 MiB likewise). On two ranks (2026-11-24, event-loop
+// pairs, two runs each): the classic ring wins up to 64 KiB (64 KiB: 160-170
+// us against halving-doubling's 250-280), halving-doubling from 128 KiB
+// (128 KiB: 198-234 us against the ring's 239-287 and Gloo's default's
+// 236-301; 256 KiB: 340-352 against 413-440) until Gloo's default takes over
+// at 512 KiB (360 against 394 us).
 constexpr size_t kClassicUpToBytes = 128 << 10;
+constexpr size_t kTwoRankRingUpToBytes = 64 << 10;
+constexpr size_t kTwoRankClassicUpToBytes = 256 << 10;
 constexpr size_t kLargeSegmentsFromBytes = size_t{32} << 20;
 
 AllreduceAlgorithm choose_allreduce_algorithm(size_t nbytes, int world_size,
                                               bool classic_allowed) {
   if (nbytes >= kLargeSegmentsFromBytes) return AllreduceAlgorithm::kGlooRing4M;
-  if (world_size <= 1 || !classic_allowed || nbytes > kClassicUpToBytes) {
+  const size_t classic_up_to = world_size == 2 ? kTwoRankClassicUpToBytes : kClassicUpToBytes;
+  if (world_size <= 1 || !classic_allowed || nbytes > classic_up_to) {
     return AllreduceAlgorithm::kGlooRing;
   }
-  return world_size == 2 ? AllreduceAlgorithm::kRing
-                         : AllreduceAlgorithm::kHalvingDoubling;
+  if (world_size == 2 && nbytes <= kTwoRankRingUpToBytes) return AllreduceAlgorithm::kRing;
+  return AllreduceAlgorithm::kHalvingDoubling;
 }
 
 void run_allreduce(AllreduceAlgorithm algorithm, const AllreduceCall& call) {

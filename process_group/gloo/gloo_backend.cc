@@ -130,16 +130,20 @@ absl::Status GlooBackend::connect() {
       PrefixStore context_store(absl::StrCat(key_prefix_, "ctx", k), store_);
       GlooStoreAdapter adapter(context_store);
       context->connectFullMesh(adapter, device_);
+      if (k > options_.num_workers) {
+        // Sync pairs carry small classic messages only, and there Gloo's
+        // own send-buffer sizing is what they want (sync_pairs.h).
+        read_pairs_on_calling_thread(*context);
+        worker_sync_contexts_.push_back(std::move(context));
+        continue;
+      }
       // Before any op: a classic algorithm's first small message must not
       // pin the pairs' send buffers (see send_buffer_autotuning.h).
       keep_send_buffer_autotuning(*context);
       if (k < options_.num_workers) {
         worker_contexts_.push_back(std::move(context));
-      } else if (k == options_.num_workers) {
-        p2p_context_ = std::move(context);
       } else {
-        read_pairs_on_calling_thread(*context);
-        worker_sync_contexts_.push_back(std::move(context));
+        p2p_context_ = std::move(context);
       }
     }
     // Every rank is connected on every context before anyone returns: a

@@ -16,11 +16,15 @@
 //    AllreduceRing, AllreduceHalvingDoubling, ...); an unbound-buffer op
 //    (gloo::allreduce, broadcast, ...) would never be read. A sync context
 //    therefore runs classic algorithms only.
-//  - writes block until the peer's socket took the whole message. Two ranks
-//    writing to each other at once (a ring step) only both finish if each
-//    message fits in what the kernel buffers for a peer that is not reading
-//    yet, so messages stay at or below kSyncPairMaxMessageBytes (the default
-//    receive window on Linux and gVisor loopback is 64 KiB or more).
+//  - writes block until the kernel took the whole message. Two ranks writing
+//    to each other at once (a ring step) only both finish if each message
+//    fits in what the kernel buffers for a peer that is not reading yet: the
+//    sender's send buffer plus the peer's receive window. Messages stay at or
+//    below kSyncPairMaxMessageBytes, and sync pairs keep Gloo's own sizing
+//    of SO_SNDBUF (at least the largest message sent so far, which the
+//    kernel doubles), which other contexts turn off (send_buffer_autotuning.h,
+//    a fix for large unbound ops, which never run here): so a sync write
+//    fits in the local send buffer whatever the peer's window is.
 #ifndef DDPX_PROCESS_GROUP_GLOO_SYNC_PAIRS_H_
 #define DDPX_PROCESS_GROUP_GLOO_SYNC_PAIRS_H_
 

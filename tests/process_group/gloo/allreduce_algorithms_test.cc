@@ -71,5 +71,28 @@ TEST(AllreduceAlgorithmNames, RoundTripAndUnknownIsAnError) {
   EXPECT_NE(bad.status().message().find("halving_doubling"), std::string::npos);
 }
 
+// The shipped table (docs/gloo.md, "Allreduce algorithm choice").
+TEST(AllreduceAlgorithmChoice, ShippedTable) {
+  using A = AllreduceAlgorithm;
+  const size_t KiB = 1024, MiB = 1024 * KiB;
+  EXPECT_EQ(choose_allreduce_algorithm(8, 1, true), A::kGlooRing);
+  EXPECT_EQ(choose_allreduce_algorithm(8, 2, true), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(64 * KiB, 2, true), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(64 * KiB + 1, 2, true), A::kHalvingDoubling);
+  EXPECT_EQ(choose_allreduce_algorithm(256 * KiB, 2, true), A::kHalvingDoubling);
+  EXPECT_EQ(choose_allreduce_algorithm(256 * KiB + 1, 2, true), A::kGlooRing);
+  for (int size : {3, 4, 5}) {
+    EXPECT_EQ(choose_allreduce_algorithm(8, size, true), A::kHalvingDoubling);
+    EXPECT_EQ(choose_allreduce_algorithm(128 * KiB, size, true), A::kHalvingDoubling);
+    EXPECT_EQ(choose_allreduce_algorithm(128 * KiB + 1, size, true), A::kGlooRing);
+  }
+  // A per-op timeout other than the group's rules out the classic classes.
+  EXPECT_EQ(choose_allreduce_algorithm(8, 4, false), A::kGlooRing);
+  for (int size : {2, 4}) {
+    EXPECT_EQ(choose_allreduce_algorithm(32 * MiB - 1, size, true), A::kGlooRing);
+    EXPECT_EQ(choose_allreduce_algorithm(32 * MiB, size, true), A::kGlooRing4M);
+  }
+}
+
 }  // namespace
 }  // namespace ddpx
