@@ -20,11 +20,13 @@
 //    to each other at once (a ring step) only both finish if each message
 //    fits in what the kernel buffers for a peer that is not reading yet: the
 //    sender's send buffer plus the peer's receive window. Messages stay at or
-//    below kSyncPairMaxMessageBytes, and sync pairs keep Gloo's own sizing
-//    of SO_SNDBUF (at least the largest message sent so far, which the
-//    kernel doubles), which other contexts turn off (send_buffer_autotuning.h,
-//    a fix for large unbound ops, which never run here): so a sync write
-//    fits in the local send buffer whatever the peer's window is.
+//    below kSyncPairMaxMessageBytes, and a sync pair's SO_SNDBUF is set to
+//    kSyncPairSendBufferBytes when it switches: a write then fits in the
+//    local send buffer whatever the peer's receive window is, with room for
+//    the few messages an algorithm step may have in flight. (Other contexts
+//    leave SO_SNDBUF to the kernel's autotuning, send_buffer_autotuning.h,
+//    a fix for large unbound ops, which never run here; Gloo itself only
+//    ever grows the size, so it keeps this one.)
 #ifndef DDPX_PROCESS_GROUP_GLOO_SYNC_PAIRS_H_
 #define DDPX_PROCESS_GROUP_GLOO_SYNC_PAIRS_H_
 
@@ -40,7 +42,11 @@ namespace ddpx {
 
 // The largest allreduce (bytes per tensor) a sync context may carry: every
 // classic algorithm's messages are at most this long.
-inline constexpr size_t kSyncPairMaxMessageBytes = 32 * 1024;
+inline constexpr size_t kSyncPairMaxMessageBytes = 128 * 1024;
+// A sync pair's send buffer: four messages at the limit (Linux doubles the
+// value for its bookkeeping and caps it at net.core.wmem_max, 208 KiB by
+// default, so this is honoured as asked).
+inline constexpr size_t kSyncPairSendBufferBytes = 4 * kSyncPairMaxMessageBytes;
 
 // Whether an allreduce of `nbytes` per tensor with `algorithm` goes to the
 // worker's sync context: classic algorithms (bound buffers) only, and only
@@ -49,10 +55,14 @@ inline constexpr size_t kSyncPairMaxMessageBytes = 32 * 1024;
 bool allreduce_runs_on_sync_pairs(AllreduceAlgorithm algorithm, size_t nbytes,
                                   size_t sync_max_bytes);
 
-// Switches every TCP pair of `context` to sync mode (no busy polling). Call
+// Switches every TCP pair of `context` to sync mode (no busy polling) with
+// a kSyncPairSendBufferBytes send buffer. Call
 // once after connectFullMesh, before any op; pairs of another transport are
 // left alone. Throws gloo's exceptions (a pair that closed meanwhile).
 void read_pairs_on_calling_thread(gloo::Context& context);
+
+// The kernel's SO_SNDBUF of the pair to `peer` (0 for self). For tests.
+size_t sync_pair_send_buffer_bytes(gloo::Context& context, int peer);
 
 // Whether the pair to `peer` is in sync mode (false for self). For tests.
 bool pair_reads_on_calling_thread(gloo::Context& context, int peer);

@@ -27,6 +27,8 @@ struct TcpPairInternals : TcpPair {
     return pair.*(&TcpPairInternals::sendBufferSize_);
   }
   static bool is_sync(const TcpPair& pair) { return (pair.*(&TcpPairInternals::sync_)).load(); }
+  // The connected socket (-1 before connecting and after closing).
+  static int fd(TcpPair& pair) { return pair.*(&TcpPairInternals::fd_); }
 };
 
 }  // namespace ddpx

@@ -1,7 +1,8 @@
 // Small classic allreduces on sync-mode pairs (process_group/gloo/sync_pairs.h):
 // which ops go there, that the pairs really are read by the caller, that
 // results are the same bits as on Gloo's event-loop pairs up to the size
-// limit (where both ranks of a ring step block in write at once), that the
+// limit (where every rank of a classic ring step writes the whole buffer
+// before reading), that the
 // two contexts of a worker interleave, and that a silent peer still fails
 // the op within the group's timeout.
 #include <atomic>
@@ -57,6 +58,8 @@ TEST(SyncPairs, SwitchesEveryPairOfARawContext) {
       read_pairs_on_calling_thread(*context);
       for (int p = 0; p < kSize; ++p) {
         EXPECT_EQ(pair_reads_on_calling_thread(*context, p), p != r) << "rank " << r << " peer " << p;
+        // At least as asked (Linux reports twice the value).
+        if (p != r) EXPECT_GE(sync_pair_send_buffer_bytes(*context, p), kSyncPairSendBufferBytes);
       }
       // No rank closes its pairs before every rank has switched its own
       // (switching waits for a connected pair; a closed one throws).
@@ -193,7 +196,8 @@ TEST(SyncPairs, EnvironmentVariableIsParsedAndChecked) {
   auto off = GlooOptions::from_env();
   ASSERT_TRUE(off.ok()) << off.status();
   EXPECT_EQ(off->sync_max_bytes, 0u);
-  for (const char* bad : {"40000", "-1", "lots"}) {
+  const std::string above_cap = std::to_string(kSyncPairMaxMessageBytes + 1);
+  for (const char* bad : {above_cap.c_str(), "-1", "lots"}) {
     setenv("DDPX_GLOO_SYNC_MAX_BYTES", bad, 1);
     auto parsed = GlooOptions::from_env();
     ASSERT_FALSE(parsed.ok()) << bad;
