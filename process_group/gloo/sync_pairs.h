@@ -43,9 +43,9 @@ namespace ddpx {
 // The largest allreduce (bytes per tensor) a sync context may carry: every
 // classic algorithm's messages are at most this long.
 inline constexpr size_t kSyncPairMaxMessageBytes = 128 * 1024;
-// A sync pair's send buffer: four messages at the limit (Linux doubles the
-// value for its bookkeeping and caps it at net.core.wmem_max, 208 KiB by
-// default, so this is honoured as asked).
+// A sync pair's send buffer: four messages at the limit. Linux caps the
+// request at net.core.wmem_max (208 KiB by default) and doubles what it
+// grants for its bookkeeping: at least 416 KiB, three messages at the limit.
 inline constexpr size_t kSyncPairSendBufferBytes = 4 * kSyncPairMaxMessageBytes;
 
 // Whether an allreduce of `nbytes` per tensor with `algorithm` goes to the
