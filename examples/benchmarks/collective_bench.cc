@@ -438,8 +438,9 @@ std::shared_ptr<gloo::Context> connect_raw(int rank, int nproc, const std::strin
   // (docs/gloo.md, "The stall after a small allreduce"); without the fix our
   // backend applies, the raw anchor's large unbound ops after its small
   // classic ones would measure that bug instead of the algorithm.
-  // Sync pairs as Gloo sets them up itself (and as ours are): with Gloo's
-  // own send-buffer sizing, which the fix above turns off (sync_pairs.h).
+  // Sync pairs set up as ours are (sync mode and the send buffer that
+  // sync_pairs.h sizes; the fix above is for unbound ops, never run there),
+  // so that ours against them is our path's own cost.
   if (sync_pairs) {
     read_pairs_on_calling_thread(*context);
     return context;

@@ -131,8 +131,8 @@ absl::Status GlooBackend::connect() {
       GlooStoreAdapter adapter(context_store);
       context->connectFullMesh(adapter, device_);
       if (k > options_.num_workers) {
-        // Sync pairs carry small classic messages only, and there Gloo's
-        // own send-buffer sizing is what they want (sync_pairs.h).
+        // Sync pairs size their send buffers themselves (sync_pairs.h);
+        // the autotuning fix below is for the unbound ops they never carry.
         read_pairs_on_calling_thread(*context);
         worker_sync_contexts_.push_back(std::move(context));
         continue;

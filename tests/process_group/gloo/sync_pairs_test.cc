@@ -60,7 +60,9 @@ TEST(SyncPairs, SwitchesEveryPairOfARawContext) {
         EXPECT_EQ(pair_reads_on_calling_thread(*context, p), p != r) << "rank " << r << " peer " << p;
         // Room for two messages at the limit whatever net.core.wmem_max is
         // (default Linux: 416 KiB; an unsized pair starts at 16-32 KiB).
-        if (p != r) EXPECT_GE(sync_pair_send_buffer_bytes(*context, p), 2 * kSyncPairMaxMessageBytes);
+        if (p != r) {
+          EXPECT_GE(sync_pair_send_buffer_bytes(*context, p), 2 * kSyncPairMaxMessageBytes);
+        }
       }
       // No rank closes its pairs before every rank has switched its own
       // (switching waits for a connected pair; a closed one throws).
