@@ -10,6 +10,9 @@
 #include <thread>
 #include <vector>
 
+#include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/store.h"
+#include "gloo/transport/tcp/device.h"
 #include "gtest/gtest.h"
 #include "process_group/gloo/gloo_backend.h"
 #include "store/hash_store.h"
@@ -41,6 +44,19 @@ inline void run_ranks(
     });
   }
   for (auto& t : threads) t.join();
+}
+
+// A raw Gloo context (its own TCP device on 127.0.0.1, 20 s timeout)
+// connected through `store`, for tests of the pieces below GlooBackend.
+inline std::shared_ptr<gloo::rendezvous::Context> connect_raw_context(
+    int rank, int size, gloo::rendezvous::Store& store) {
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
+  context->setTimeout(std::chrono::seconds(20));
+  auto device = gloo::transport::tcp::CreateDevice(attr);
+  context->connectFullMesh(store, device);
+  return context;
 }
 
 // Waits for a work and returns its status (with a generous cap, so a bug

@@ -7,9 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/hash_store.h"
-#include "gloo/transport/tcp/device.h"
 #include "gtest/gtest.h"
 #include "process_group/gloo/reduce_scatter_ring.h"
 #include "tests/process_group/gloo/allreduce_values.h"
@@ -18,6 +16,7 @@
 namespace ddpx {
 namespace {
 
+using testing::connect_raw_context;
 using testing::expected_result;
 using testing::input_value;
 using testing::run_ranks;
@@ -130,12 +129,7 @@ TEST(ReduceScatterRingTest, TinySegments) {
     std::vector<std::thread> threads;
     for (int r = 0; r < size; ++r) {
       threads.emplace_back([&, r] {
-        gloo::transport::tcp::attr attr;
-        attr.hostname = "127.0.0.1";
-        auto context = std::make_shared<gloo::rendezvous::Context>(r, size);
-        context->setTimeout(std::chrono::seconds(20));
-        auto device = gloo::transport::tcp::CreateDevice(attr);
-        context->connectFullMesh(*store, device);
+        auto context = connect_raw_context(r, size, *store);
         const int64_t count = 37;
         Tensor in = flat_input(ReduceOp::SUM, DType::kInt32, r, size, count);
         Tensor out = Tensor::zeros({count}, DType::kInt32);

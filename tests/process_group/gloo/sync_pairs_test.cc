@@ -9,12 +9,9 @@
 #include <cstring>
 #include <thread>
 
-#include "gloo/rendezvous/context.h"
-#include "gloo/transport/tcp/device.h"
+#include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
-#include "process_group/gloo/store_adapter.h"
 #include "process_group/gloo/sync_pairs.h"
-#include "store/prefix_store.h"
 #include "tests/process_group/gloo/allreduce_values.h"
 #include "tests/process_group/gloo/gloo_test_util.h"
 
@@ -42,18 +39,12 @@ TEST(SyncPairs, OnlySmallClassicAllreducesGoThere) {
 
 TEST(SyncPairs, SwitchesEveryPairOfARawContext) {
   constexpr int kSize = 3;
-  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  gloo::rendezvous::HashStore store;
   std::atomic<int> switched{0};
   std::vector<std::thread> threads;
   for (int r = 0; r < kSize; ++r) {
     threads.emplace_back([&, r] {
-      gloo::transport::tcp::attr attr;
-      attr.hostname = "127.0.0.1";
-      auto context = std::make_shared<gloo::rendezvous::Context>(r, kSize);
-      PrefixStore prefixed("raw", store);
-      GlooStoreAdapter adapter(prefixed);
-      auto device = gloo::transport::tcp::CreateDevice(attr);
-      context->connectFullMesh(adapter, device);
+      auto context = connect_raw_context(r, kSize, store);
       for (int p = 0; p < kSize; ++p) EXPECT_FALSE(pair_reads_on_calling_thread(*context, p));
       read_pairs_on_calling_thread(*context);
       for (int p = 0; p < kSize; ++p) {
