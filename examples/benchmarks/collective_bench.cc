@@ -46,8 +46,8 @@ ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 5, "timed rounds per point (the median call of all is kept)");
 ABSL_FLAG(int, workers, 2, "worker threads (and contexts) of our backend");
 ABSL_FLAG(int64_t, sync_max_bytes, static_cast<int64_t>(ddpx::kSyncPairMaxMessageBytes),
-          "our backend's GlooOptions::sync_max_bytes (0: small classic allreduces on the "
-          "event-loop pairs, as raw Gloo's default)");
+          "our backend's GlooOptions::sync_max_bytes (0: classic allreduces on the "
+          "event-loop pairs, as raw Gloo's default, and the table without sync pieces)");
 ABSL_FLAG(double, round_ms, 40, "length of one timed round (3 to 200 calls)");
 ABSL_FLAG(double, budget_s, 420,
           "stop starting new points after this many seconds (the RESULT line still comes)");
@@ -229,7 +229,9 @@ void bench_allreduce(Job& job, Results& r) {
     Tensor t = Tensor::zeros({static_cast<int64_t>(count)}, DType::kFloat32);
     // Zeroed like the tensor: the same arithmetic.
     std::vector<float> raw_buf(count, 0.0f), control_buf(count, 0.0f);
-    const AllreduceAlgorithm chosen = choose_allreduce_algorithm(count * 4, job.nproc, true);
+    const size_t piece_bytes = job.ours->sync_piece_bytes();
+    const AllreduceAlgorithm chosen =
+        choose_allreduce_algorithm(count * 4, job.nproc, true, piece_bytes);
     std::vector<AllreduceAlgorithm> algorithms;
     std::vector<std::function<void()>> variants = {
         [&] { ok_or_die(job.ours->allreduce({t}, {}), "allreduce"); }};
@@ -241,11 +243,20 @@ void bench_allreduce(Job& job, Results& r) {
       variants.push_back([&, a] { job.raw->allreduce(a, raw_buf.data(), count); });
     }
     variants.push_back([&] { job.control->allreduce(chosen, control_buf.data(), count); });
-    // Ours runs this size on sync pairs: time raw Gloo on sync pairs too.
-    const bool sync = allreduce_runs_on_sync_pairs(
-        chosen, count * 4, static_cast<size_t>(absl::GetFlag(FLAGS_sync_max_bytes)));
+    // Ours runs this size on sync pairs, whole or in pieces: time raw Gloo
+    // doing the same on sync pairs too.
+    const bool whole = allreduce_runs_on_sync_pairs(chosen, count * 4, job.nproc,
+                                                    job.ours->sync_limits());
+    const bool sync = whole || (piece_bytes > 0 && chosen == AllreduceAlgorithm::kHalvingDoubling);
     std::vector<float> sync_buf(sync ? count : 0, 0.0f);  // only where it is timed
-    if (sync) variants.push_back([&] { job.sync->allreduce(chosen, sync_buf.data(), count); });
+    if (sync) {
+      const size_t per_piece = whole ? count : piece_bytes / 4;
+      variants.push_back([&, per_piece] {
+        for (size_t offset = 0; offset < count; offset += per_piece) {
+          job.sync->allreduce(chosen, sync_buf.data() + offset, std::min(per_piece, count - offset));
+        }
+      });
+    }
     std::vector<double> times = time_variants(job, variants);
     const double raw_sync = sync ? times.back() : 0;
     if (sync) times.pop_back();
@@ -290,6 +301,7 @@ void bench_allreduce(Job& job, Results& r) {
     if (bytes == (64 << 20)) {
       r.result["allreduce_64MiB_vs_gloo"] = same / ours;
       r.result["allreduce_64MiB_vs_gloo_default"] = dflt / ours;
+      if (sync) r.result["allreduce_64MiB_vs_gloo_sync"] = raw_sync / ours;
     }
     // Against the faster of the two raw twins: a raw context alone is
     // sometimes stuck at ~1 ms per 8 B op for a whole point on this VM.
@@ -510,7 +522,8 @@ int run_rank(int rank, int nproc, int port) {
     }
     printf("RESULT nproc=%d", nproc);
     for (const char* key : {"allreduce_64MiB_vs_gloo", "allreduce_64MiB_vs_gloo_default",
-                            "allreduce_min_vs_gloo_default", "allreduce_8B_latency_vs_gloo",
+                            "allreduce_64MiB_vs_gloo_sync", "allreduce_min_vs_gloo_default",
+                            "allreduce_8B_latency_vs_gloo",
                             "allreduce_8B_latency_vs_gloo_sync",
                             "coalesced_speedup", "min_vs_gloo_from_1MiB",
                             "geomean_vs_gloo_from_1MiB", "min_control_from_1MiB",

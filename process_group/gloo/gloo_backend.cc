@@ -60,8 +60,8 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::create(
   if (options.sync_max_bytes > kSyncPairMaxMessageBytes) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: sync_max_bytes must be at most ", kSyncPairMaxMessageBytes,
-        " (a larger blocking write can deadlock a ring step), got ",
-        options.sync_max_bytes));
+        " (a quarter of the send buffer a sync pair asks for; a larger blocking "
+        "write could deadlock a step), got ", options.sync_max_bytes));
   }
   std::shared_ptr<GlooBackend> backend(
       new GlooBackend(std::move(store), rank, size, timeout, options));
@@ -149,6 +149,11 @@ absl::Status GlooBackend::connect() {
     // Every rank is connected on every context before anyone returns: a
     // rank that creates the backend and destroys it at once must not tear
     // down pairs a peer is still connecting.
+    if (!worker_sync_contexts_.empty()) {
+      stage = "agreeing on the sync pairs' send buffers";
+      sync_limits_.max_bytes = options_.sync_max_bytes;
+      sync_limits_.send_capacity = agree_on_send_capacity(worker_sync_contexts_);
+    }
     stage = "the closing barrier of the rendezvous";
     gloo::BarrierOptions done(p2p_context_);
     done.setTimeout(timeout_);
@@ -297,17 +302,24 @@ void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
   // Classic algorithms wait with the context's timeout; use them only when
   // that is the op's.
   const bool classic_allowed = c.timeout == timeout_;
+  const size_t piece_bytes = sync_piece_bytes();
   AllreduceAlgorithm algorithm = options_.allreduce_algorithm.value_or(
-      choose_allreduce_algorithm(nbytes, size(), classic_allowed));
+      choose_allreduce_algorithm(nbytes, size(), classic_allowed, piece_bytes));
   if (!allreduce_algorithm_supports(algorithm, size(), nbytes) ||
       (is_classic_allreduce(algorithm) && !classic_allowed)) {
     algorithm = AllreduceAlgorithm::kGlooRing;
   }
   if (c.sync_context != nullptr &&
-      allreduce_runs_on_sync_pairs(algorithm, nbytes, options_.sync_max_bytes)) {
+      allreduce_runs_on_sync_pairs(algorithm, nbytes, size(), sync_limits_)) {
     call.context = c.sync_context;
+    run_allreduce(algorithm, call);
+  } else if (c.sync_context != nullptr && piece_bytes > 0 &&
+             algorithm == AllreduceAlgorithm::kHalvingDoubling) {
+    call.context = c.sync_context;
+    run_allreduce_in_pieces(algorithm, call, piece_bytes);
+  } else {
+    run_allreduce(algorithm, call);
   }
-  run_allreduce(algorithm, call);
   if (op == ReduceOp::AVG) {
     for (const Tensor& t : tensors) {
       divide_in_place(t.data(), call.count, call.dtype, size());

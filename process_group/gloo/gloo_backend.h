@@ -54,6 +54,12 @@ class GlooBackend : public Backend {
   const GlooOptions& options() const { return options_; }
   // The address the TCP device bound ("127.0.0.1", "eth0 (10.0.0.2)").
   std::string device_description() const;
+  // What the sync pairs may carry, agreed by all ranks at rendezvous
+  // (sync_pairs.h; zeros when sync_max_bytes is 0 or on one rank).
+  const SyncPairLimits& sync_limits() const { return sync_limits_; }
+  // The piece size of large halving-doubling allreduces on the sync pairs,
+  // 0 when they do not take pieces (the same on every rank).
+  size_t sync_piece_bytes() const { return ddpx::sync_piece_bytes(size(), sync_limits_); }
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                   const AllreduceOptions& opts) override;
@@ -103,8 +109,8 @@ class GlooBackend : public Backend {
   // What a queued op sees when it runs on its worker.
   struct OpContext {
     std::shared_ptr<gloo::Context> context;  // the worker's own
-    // The worker's sync-mode context for small classic allreduces
-    // (sync_pairs.h); null when GlooOptions::sync_max_bytes is 0.
+    // The worker's sync-mode context for classic allreduces (sync_pairs.h);
+    // null when GlooOptions::sync_max_bytes is 0.
     std::shared_ptr<gloo::Context> sync_context;
     Store* store;                            // the worker's own store handle
     uint64_t seq;                            // same on every rank
@@ -165,6 +171,7 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::transport::Device> device_;
   std::vector<std::shared_ptr<gloo::Context>> worker_contexts_;
   std::vector<std::shared_ptr<gloo::Context>> worker_sync_contexts_;  // may be empty
+  SyncPairLimits sync_limits_;
   std::vector<std::unique_ptr<Store>> worker_stores_;
   std::vector<Tensor> worker_scratch_;  // used only by its worker
   std::shared_ptr<gloo::Context> p2p_context_;

@@ -26,8 +26,10 @@ struct GlooOptions {
   // Allreduces of at most this many bytes per tensor that run a classic
   // algorithm go through a second context per worker whose pairs are read
   // by the op's own thread (sync_pairs.h: one wake-up per message instead of
-  // two). At most kSyncPairMaxMessageBytes; 0 turns it off (and saves the
-  // extra contexts' sockets).
+  // two), if the socket buffers every rank's kernel grants make that safe;
+  // larger halving-doubling ones run there in pieces of this size. At most
+  // kSyncPairMaxMessageBytes; 0 turns it off (and saves the extra contexts'
+  // sockets).
   size_t sync_max_bytes = kSyncPairMaxMessageBytes;
 
   // Defaults overridden by DDPX_GLOO_SOCKET_IFNAME, DDPX_GLOO_HOSTNAME,

@@ -5,17 +5,47 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 #include <mutex>
 
+#include "gloo/allreduce_ring.h"
 #include "gloo/common/error.h"
 #include "process_group/gloo/tcp_pair_access.h"
 
 namespace ddpx {
 
+size_t sync_pair_unread_bytes(AllreduceAlgorithm algorithm, size_t nbytes, int world_size) {
+  if (algorithm == AllreduceAlgorithm::kHalvingDoubling) return 2 * nbytes;
+  return static_cast<size_t>(std::max(1, world_size - 1)) * nbytes;
+}
+
 bool allreduce_runs_on_sync_pairs(AllreduceAlgorithm algorithm, size_t nbytes,
-                                  size_t sync_max_bytes) {
-  return is_classic_allreduce(algorithm) &&
-         nbytes <= std::min(sync_max_bytes, kSyncPairMaxMessageBytes);
+                                  int world_size, const SyncPairLimits& limits) {
+  return is_classic_allreduce(algorithm) && nbytes <= limits.max_bytes &&
+         nbytes <= kSyncPairMaxMessageBytes &&
+         sync_pair_unread_bytes(algorithm, nbytes, world_size) <= limits.send_capacity / 2;
+}
+
+size_t sync_piece_bytes(int world_size, const SyncPairLimits& limits) {
+  size_t piece = std::min({limits.max_bytes, kSyncPairMaxMessageBytes,
+                           limits.send_capacity / 2 /
+                               sync_pair_unread_bytes(AllreduceAlgorithm::kHalvingDoubling, 1,
+                                                      world_size)});
+  return piece >= kSyncPiecesMinBytes ? piece : 0;
+}
+
+void run_allreduce_in_pieces(AllreduceAlgorithm algorithm, const AllreduceCall& call,
+                             size_t piece_bytes) {
+  const size_t element = dtype_size(call.dtype);
+  const size_t per_piece = std::max<size_t>(1, piece_bytes / element);
+  AllreduceCall piece = call;
+  for (size_t offset = 0; offset < call.count; offset += per_piece) {
+    piece.count = std::min(per_piece, call.count - offset);
+    for (size_t i = 0; i < call.buffers.size(); ++i) {
+      piece.buffers[i] = static_cast<char*>(call.buffers[i]) + offset * element;
+    }
+    run_allreduce(algorithm, piece);
+  }
 }
 
 namespace {
@@ -45,6 +75,22 @@ void read_pairs_on_calling_thread(gloo::Context& context) {
     pair->setSync(/*sync=*/true, /*busyPoll=*/false);
     size_send_buffer(*pair);
   }
+}
+
+size_t agree_on_send_capacity(const std::vector<std::shared_ptr<gloo::Context>>& contexts) {
+  int64_t smallest = std::numeric_limits<int64_t>::max();
+  for (const auto& context : contexts) {
+    for (int peer = 0; peer < context->size; ++peer) {
+      if (peer == context->rank) continue;
+      smallest = std::min(smallest,
+                          static_cast<int64_t>(sync_pair_send_buffer_bytes(*context, peer)));
+    }
+  }
+  if (contexts.empty() || contexts[0]->size == 1) return 0;
+  std::vector<int64_t*> value = {&smallest};
+  gloo::AllreduceRing<int64_t>(contexts[0], value, 1, gloo::ReductionFunction<int64_t>::min)
+      .run();
+  return static_cast<size_t>(smallest);
 }
 
 size_t sync_pair_send_buffer_bytes(gloo::Context& context, int peer) {

@@ -71,27 +71,53 @@ TEST(AllreduceAlgorithmNames, RoundTripAndUnknownIsAnError) {
   EXPECT_NE(bad.status().message().find("halving_doubling"), std::string::npos);
 }
 
-// The shipped table (docs/gloo.md, "Allreduce algorithm choice").
-TEST(AllreduceAlgorithmChoice, ShippedTable) {
+// The shipped table (docs/gloo.md, "Allreduce algorithm choice"), without
+// sync pieces (a kernel that grants small socket buffers, or
+// sync_max_bytes 0).
+TEST(AllreduceAlgorithmChoice, ShippedTableWithoutSyncPieces) {
   using A = AllreduceAlgorithm;
   const size_t KiB = 1024, MiB = 1024 * KiB;
-  EXPECT_EQ(choose_allreduce_algorithm(8, 1, true), A::kGlooRing);
-  EXPECT_EQ(choose_allreduce_algorithm(8, 2, true), A::kRing);
-  EXPECT_EQ(choose_allreduce_algorithm(64 * KiB, 2, true), A::kRing);
-  EXPECT_EQ(choose_allreduce_algorithm(64 * KiB + 1, 2, true), A::kHalvingDoubling);
-  EXPECT_EQ(choose_allreduce_algorithm(256 * KiB, 2, true), A::kHalvingDoubling);
-  EXPECT_EQ(choose_allreduce_algorithm(256 * KiB + 1, 2, true), A::kGlooRing);
+  EXPECT_EQ(choose_allreduce_algorithm(8, 1, true, 0), A::kGlooRing);
+  EXPECT_EQ(choose_allreduce_algorithm(8, 2, true, 0), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(64 * KiB, 2, true, 0), A::kRing);
+  EXPECT_EQ(choose_allreduce_algorithm(64 * KiB + 1, 2, true, 0), A::kHalvingDoubling);
+  EXPECT_EQ(choose_allreduce_algorithm(256 * KiB, 2, true, 0), A::kHalvingDoubling);
+  EXPECT_EQ(choose_allreduce_algorithm(256 * KiB + 1, 2, true, 0), A::kGlooRing);
   for (int size : {3, 4, 5}) {
-    EXPECT_EQ(choose_allreduce_algorithm(8, size, true), A::kHalvingDoubling);
-    EXPECT_EQ(choose_allreduce_algorithm(128 * KiB, size, true), A::kHalvingDoubling);
-    EXPECT_EQ(choose_allreduce_algorithm(128 * KiB + 1, size, true), A::kGlooRing);
+    EXPECT_EQ(choose_allreduce_algorithm(8, size, true, 0), A::kHalvingDoubling);
+    EXPECT_EQ(choose_allreduce_algorithm(128 * KiB, size, true, 0), A::kHalvingDoubling);
+    EXPECT_EQ(choose_allreduce_algorithm(128 * KiB + 1, size, true, 0), A::kGlooRing);
   }
   // A per-op timeout other than the group's rules out the classic classes.
-  EXPECT_EQ(choose_allreduce_algorithm(8, 4, false), A::kGlooRing);
+  EXPECT_EQ(choose_allreduce_algorithm(8, 4, false, 0), A::kGlooRing);
   for (int size : {2, 4}) {
-    EXPECT_EQ(choose_allreduce_algorithm(32 * MiB - 1, size, true), A::kGlooRing);
-    EXPECT_EQ(choose_allreduce_algorithm(32 * MiB, size, true), A::kGlooRing4M);
+    EXPECT_EQ(choose_allreduce_algorithm(32 * MiB - 1, size, true, 0), A::kGlooRing);
+    EXPECT_EQ(choose_allreduce_algorithm(32 * MiB, size, true, 0), A::kGlooRing4M);
   }
+}
+
+// With sync pairs that take pieces: the two-rank ring for small messages,
+// halving-doubling (in pieces where large) up to 32 MiB, Gloo's ring with
+// 4 MiB segments from there.
+TEST(AllreduceAlgorithmChoice, ShippedTableWithSyncPieces) {
+  using A = AllreduceAlgorithm;
+  const size_t KiB = 1024, MiB = 1024 * KiB, piece = 2 * MiB;
+  EXPECT_EQ(choose_allreduce_algorithm(8, 1, true, piece), A::kGlooRing);
+  EXPECT_EQ(choose_allreduce_algorithm(64 * KiB, 2, true, piece), A::kRing);
+  for (size_t bytes : {64 * KiB + 1, 1 * MiB, 32 * MiB - 1}) {
+    EXPECT_EQ(choose_allreduce_algorithm(bytes, 2, true, piece), A::kHalvingDoubling);
+  }
+  for (int size : {3, 4, 5}) {
+    for (size_t bytes : {size_t{8}, 128 * KiB + 1, 32 * MiB - 1}) {
+      EXPECT_EQ(choose_allreduce_algorithm(bytes, size, true, piece), A::kHalvingDoubling);
+    }
+  }
+  for (int size : {2, 4}) {
+    EXPECT_EQ(choose_allreduce_algorithm(32 * MiB, size, true, piece), A::kGlooRing4M);
+  }
+  // Still only unbound algorithms under a per-op timeout.
+  EXPECT_EQ(choose_allreduce_algorithm(8, 4, false, piece), A::kGlooRing);
+  EXPECT_EQ(choose_allreduce_algorithm(64 * MiB, 2, false, piece), A::kGlooRing4M);
 }
 
 }  // namespace

@@ -7,6 +7,9 @@
 // the op within the group's timeout.
 #include <atomic>
 #include <cstring>
+#include <fstream>
+#include <mutex>
+#include <utility>
 #include <thread>
 
 #include "gloo/rendezvous/hash_store.h"
@@ -23,18 +26,47 @@ using namespace ::ddpx::testing;
 
 constexpr int64_t kLimitFloats = kSyncPairMaxMessageBytes / 4;
 
-TEST(SyncPairs, OnlySmallClassicAllreducesGoThere) {
-  const size_t limit = kSyncPairMaxMessageBytes;
-  EXPECT_TRUE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kHalvingDoubling, 8, limit));
-  EXPECT_TRUE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kRing, limit, limit));
-  EXPECT_FALSE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kRing, limit + 1, limit));
+// net.core.wmem_max: the most SO_SNDBUF the kernel grants (208 KiB if
+// unreadable, Linux's default).
+size_t wmem_max() {
+  std::ifstream in("/proc/sys/net/core/wmem_max");
+  size_t bytes = 0;
+  return in >> bytes ? bytes : 212992;
+}
+
+TEST(SyncPairs, OnlyClassicAllreducesWhoseUnreadBytesFitGoThere) {
+  using A = AllreduceAlgorithm;
+  const size_t MiB = 1 << 20;
+  // This VM's grant (net.core.wmem_max 4 MiB, reported doubled).
+  const SyncPairLimits big{kSyncPairMaxMessageBytes, 8 * MiB};
+  EXPECT_TRUE(allreduce_runs_on_sync_pairs(A::kHalvingDoubling, 8, 4, big));
+  EXPECT_TRUE(allreduce_runs_on_sync_pairs(A::kHalvingDoubling, 2 * MiB, 4, big));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(A::kHalvingDoubling, 2 * MiB + 1, 4, big));
+  // The ring may run world_size - 1 whole messages ahead of a neighbour.
+  EXPECT_TRUE(allreduce_runs_on_sync_pairs(A::kRing, 2 * MiB, 2, big));
+  EXPECT_TRUE(allreduce_runs_on_sync_pairs(A::kRing, 1 * MiB, 5, big));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(A::kRing, 1 * MiB + 1, 5, big));
+  // Linux's default wmem_max (208 KiB, reported as 416 KiB).
+  const SyncPairLimits small{kSyncPairMaxMessageBytes, 425984};
+  EXPECT_TRUE(allreduce_runs_on_sync_pairs(A::kHalvingDoubling, 104 * 1024, 4, small));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(A::kHalvingDoubling, 128 * 1024, 4, small));
   // Unbound-buffer algorithms would never be read on sync pairs.
-  EXPECT_FALSE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kGlooRing, 8, limit));
-  EXPECT_FALSE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kGlooBcube, 8, limit));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(A::kGlooRing, 8, 2, big));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(A::kGlooBcube, 8, 2, big));
   // Turned off, and an option above the cap is held to the cap.
-  EXPECT_FALSE(allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kHalvingDoubling, 8, 0));
-  EXPECT_FALSE(
-      allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kRing, limit + 1, 10 * limit));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(A::kHalvingDoubling, 8, 2, {0, 8 * MiB}));
+  EXPECT_FALSE(allreduce_runs_on_sync_pairs(A::kHalvingDoubling, kSyncPairMaxMessageBytes + 1,
+                                            2, {10 * kSyncPairMaxMessageBytes, 64 * MiB}));
+}
+
+TEST(SyncPairs, PiecesOnlyWhereTheGrantAllowsLargeOnes) {
+  const size_t MiB = 1 << 20;
+  EXPECT_EQ(sync_piece_bytes(4, {kSyncPairMaxMessageBytes, 8 * MiB}), 2 * MiB);
+  EXPECT_EQ(sync_piece_bytes(2, {1 * MiB, 8 * MiB}), 1 * MiB);  // the option's
+  EXPECT_EQ(sync_piece_bytes(4, {kSyncPairMaxMessageBytes, 4 * MiB}), 1 * MiB);
+  EXPECT_EQ(sync_piece_bytes(4, {kSyncPairMaxMessageBytes, 425984}), 0u);
+  EXPECT_EQ(sync_piece_bytes(4, {512 * 1024, 8 * MiB}), 0u);
+  EXPECT_EQ(sync_piece_bytes(4, {0, 8 * MiB}), 0u);
 }
 
 TEST(SyncPairs, SwitchesEveryPairOfARawContext) {
@@ -49,10 +81,11 @@ TEST(SyncPairs, SwitchesEveryPairOfARawContext) {
       read_pairs_on_calling_thread(*context);
       for (int p = 0; p < kSize; ++p) {
         EXPECT_EQ(pair_reads_on_calling_thread(*context, p), p != r) << "rank " << r << " peer " << p;
-        // Room for two messages at the limit whatever net.core.wmem_max is
-        // (default Linux: 416 KiB; an unsized pair starts at 16-32 KiB).
+        // What the kernel grants for the request: at most wmem_max
+        // (reported doubled); an unsized pair starts at 16-32 KiB.
         if (p != r) {
-          EXPECT_GE(sync_pair_send_buffer_bytes(*context, p), 2 * kSyncPairMaxMessageBytes);
+          EXPECT_GE(sync_pair_send_buffer_bytes(*context, p),
+                    std::min(kSyncPairSendBufferBytes, wmem_max()));
         }
       }
       // No rank closes its pairs before every rank has switched its own
@@ -170,6 +203,120 @@ TEST(SyncPairs, SilentPeerFailsTheOpWithinTheGroupTimeout) {
     // Gloo's words for a blocking recv() that hit SO_RCVTIMEO: the op ran on
     // sync pairs (event-loop pairs say "Timed out").
     EXPECT_NE(s.message().find("Read timeout"), std::string::npos) << s;
+    EXPECT_LT(elapsed, kTimeout + std::chrono::milliseconds(2000)) << s;
+  }, local_options(), kTimeout);
+}
+
+// run_allreduce_in_pieces on raw sync contexts, with pieces far smaller
+// than the message (any piece size must give the same sums): counts that
+// leave a short last piece, a piece smaller than one element, two buffers
+// per rank.
+TEST(SyncPairs, PiecesOnARawSyncContextGiveExactResults) {
+  for (int size : {2, 3, 4}) {
+    gloo::rendezvous::HashStore store;
+    std::vector<std::thread> threads;
+    for (int r = 0; r < size; ++r) {
+      threads.emplace_back([&, r] {
+        auto context = connect_raw_context(r, size, store);
+        read_pairs_on_calling_thread(*context);
+        struct Case {
+          DType dtype;
+          int64_t count;
+          size_t piece_bytes;
+        };
+        for (Case k : {Case{DType::kFloat32, 10007, 4098}, Case{DType::kInt64, 7, 1},
+                       Case{DType::kBFloat16, 3001, 1000}, Case{DType::kFloat32, 100, 4096}}) {
+          const std::string what = std::string(dtype_name(k.dtype)) + "[" +
+                                   std::to_string(k.count) + "] in pieces of " +
+                                   std::to_string(k.piece_bytes) + " B on " +
+                                   std::to_string(size) + " ranks";
+          Tensor t = make_input(ReduceOp::SUM, k.dtype, r, k.count);
+          Tensor zeros = Tensor::zeros({k.count}, k.dtype);  // second local buffer
+          AllreduceCall call;
+          call.context = context;
+          call.buffers = {t.data(), zeros.data()};
+          call.count = static_cast<size_t>(k.count);
+          call.dtype = k.dtype;
+          run_allreduce_in_pieces(AllreduceAlgorithm::kHalvingDoubling, call, k.piece_bytes);
+          expect_result(t, ReduceOp::SUM, size, what);
+          expect_result(zeros, ReduceOp::SUM, size, what + ", second buffer");
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+  }
+}
+
+// The backend: every rank agrees on the limits at rendezvous, and
+// allreduces larger than a piece (halving-doubling in pieces on the sync
+// pairs where the kernel grants enough, else the event-loop table) are
+// exact for several ops and dtypes.
+TEST(SyncPairs, BackendAgreesOnLimitsAndLargeAllreducesAreExact) {
+  for (int size : {2, 3, 4}) {
+    std::mutex mu;
+    std::vector<SyncPairLimits> seen;
+    run_ranks(size, [&](GlooBackend& b) {
+      const SyncPairLimits limits = b.sync_limits();
+      EXPECT_EQ(limits.max_bytes, kSyncPairMaxMessageBytes);
+      EXPECT_GT(limits.send_capacity, 0u);
+      EXPECT_EQ(b.sync_piece_bytes(), sync_piece_bytes(size, limits));
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        seen.push_back(limits);
+      }
+      if (b.rank() == 0) {
+        printf("%d ranks: send capacity %zu B, pieces of %zu B%s\n", size,
+               limits.send_capacity, b.sync_piece_bytes(),
+               b.sync_piece_bytes() == 0 ? " (none: large ops use the event-loop table)" : "");
+      }
+      const int64_t large = 2 * std::max<int64_t>(kLimitFloats, 1 << 18) + 4321;
+      for (auto [op, dtype] : {std::pair{ReduceOp::SUM, DType::kFloat32},
+                               std::pair{ReduceOp::MAX, DType::kInt64},
+                               std::pair{ReduceOp::AVG, DType::kFloat64},
+                               std::pair{ReduceOp::SUM, DType::kBFloat16}}) {
+        Tensor t = make_input(op, dtype, b.rank(), large);
+        AllreduceOptions opts;
+        opts.op = op;
+        ASSERT_WORK_OK(b.allreduce({t}, opts));
+        expect_result(t, op, size, std::string(dtype_name(dtype)) + " on " +
+                                       std::to_string(size) + " ranks");
+      }
+    });
+    ASSERT_EQ(seen.size(), static_cast<size_t>(size));
+    for (const SyncPairLimits& l : seen) {
+      EXPECT_EQ(l.send_capacity, seen[0].send_capacity);
+      EXPECT_EQ(l.max_bytes, seen[0].max_bytes);
+    }
+  }
+  GlooOptions off = local_options();
+  off.sync_max_bytes = 0;
+  run_ranks(2, [&](GlooBackend& b) {
+    EXPECT_EQ(b.sync_limits().send_capacity, 0u);
+    EXPECT_EQ(b.sync_piece_bytes(), 0u);
+  }, off);
+}
+
+// A large allreduce in pieces: the first writes are taken by the silent
+// peer's kernel, the blocking read after them ends at the group timeout.
+TEST(SyncPairs, SilentPeerFailsALargeAllreduceWithinTheGroupTimeout) {
+  constexpr auto kTimeout = std::chrono::milliseconds(600);
+  std::atomic<int> finished{0};
+  run_ranks(3, [&](GlooBackend& b) {
+    if (b.rank() == 2) {  // connected, never joins
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      return;
+    }
+    Tensor t = Tensor::zeros({3 * kLimitFloats + 5}, DType::kFloat32);
+    const auto start = Clock::now();
+    absl::Status s = wait_ok(b.allreduce({t}, {}));
+    const auto elapsed = Clock::now() - start;
+    finished.fetch_add(1);
+    ASSERT_FALSE(s.ok());
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_NE(s.message().find("600 ms"), std::string::npos) << s;
+    if (b.sync_piece_bytes() > 0) {
+      EXPECT_NE(s.message().find("Read timeout"), std::string::npos) << s;
+    }
     EXPECT_LT(elapsed, kTimeout + std::chrono::milliseconds(2000)) << s;
   }, local_options(), kTimeout);
 }
