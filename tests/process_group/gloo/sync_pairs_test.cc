@@ -150,9 +150,10 @@ TEST(SyncPairs, SameBitsAsEventLoopPairsUpToTheLimit) {
   }
 }
 
-// Small ops (sync context) and large ones (event-loop context) alternate on
-// the same workers, some waited at once (run by the caller), some left in
-// flight (run by the worker).
+// Small ops and large ones in pieces (sync context) and ops on the
+// event-loop context (an own timeout rules out the classic classes)
+// alternate on the same workers, some waited at once (run by the caller),
+// some left in flight (run by the worker).
 TEST(SyncPairs, SmallAndLargeOpsInterleaveOnTheSameWorkers) {
   for (int size : {2, 3, 4}) {
     run_ranks(size, [&](GlooBackend& b) {
@@ -160,11 +161,12 @@ TEST(SyncPairs, SmallAndLargeOpsInterleaveOnTheSameWorkers) {
       std::vector<Tensor> tensors;
       std::vector<ReduceOp> ops;
       for (int i = 0; i < 24; ++i) {
-        const int64_t n = i % 3 == 2 ? (1 << 18) + 5 : 1 + 37 * i;
+        const int64_t n = i % 3 == 0 ? 1 + 37 * i : (1 << 18) + 5;  // 8 B..6 KiB, 2 MiB + 40 B
         const ReduceOp op = i % 2 ? ReduceOp::MAX : ReduceOp::SUM;
         Tensor t = make_input(op, DType::kInt64, b.rank(), n);
         AllreduceOptions opts;
         opts.op = op;
+        if (i % 3 == 2) opts.timeout = std::chrono::seconds(19);  // event-loop gloo_ring
         auto work = b.allreduce({t}, opts);
         if (i % 4 == 0) {
           ASSERT_WORK_OK(work);
