@@ -32,6 +32,7 @@
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/send_buffer_autotuning.h"
 #include "process_group/gloo/store_adapter.h"
+#include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
@@ -362,13 +363,24 @@ void bench_other(Job& job, const std::string& op, Results& r) {
     }
     RawBuffers raw_buffers(count, chunk, split ? n : 0), control_buffers(count, chunk, split ? n : 0);
     std::function<void()> ours, second_raw;
-    std::string label = "gloo::" + op, second_label;
+    // Where ours runs Gloo's classic class for the op on sync pairs
+    // (sync_collectives.h), the same class on raw sync pairs is a second
+    // raw way; the faster of the two is the anchor.
+    std::string label = "gloo::" + op, second_label = "sync_classic";
     if (op == "broadcast") {
       ours = [&] { ok_or_die(job.ours->broadcast({big}, {}), "broadcast"); };
+      if (broadcast_runs_on_sync_pairs(count * 4, job.ours->sync_limits())) {
+        second_raw = [&] { job.sync->broadcast_classic(raw_buffers.big.data(), count, 0); };
+      }
     } else if (op == "reduce") {
       ours = [&] { ok_or_die(job.ours->reduce({big}, {}), "reduce"); };
     } else if (op == "allgather") {
       ours = [&] { ok_or_die(job.ours->allgather_into_tensor(big, small, {}), "allgather"); };
+      if (allgather_runs_on_sync_pairs(chunk * 4, n, job.ours->sync_limits())) {
+        second_raw = [&] {
+          job.sync->allgather_classic(raw_buffers.small.data(), raw_buffers.scratch.data(), chunk);
+        };
+      }
     } else if (op == "reduce_scatter") {
       ours = [&] { ok_or_die(job.ours->reduce_scatter_tensor(small, big, {}), "reduce_scatter"); };
       // Raw Gloo's second way to reduce-scatter (the first is in raw_op): a
@@ -395,6 +407,7 @@ void bench_other(Job& job, const std::string& op, Results& r) {
       ours = [&, out] { ok_or_die(job.ours->alltoall_base(out, big, {}, {}, {}), "alltoall"); };
     } else if (op == "barrier") {
       ours = [&] { ok_or_die(job.ours->barrier({}), "barrier"); };
+      if (job.ours->sync_limits().max_bytes > 0) second_raw = [&] { job.sync->barrier_classic(); };
     } else {
       die("unknown op " + op);
     }

@@ -1,6 +1,7 @@
 #include "examples/benchmarks/collective_bench_raw.h"
 
 #include "gloo/allgather.h"
+#include "gloo/allgather_ring.h"
 #include "gloo/allreduce.h"
 #include "gloo/allreduce_bcube.h"
 #include "gloo/allreduce_halving_doubling.h"
@@ -8,6 +9,8 @@
 #include "gloo/allreduce_ring_chunked.h"
 #include "gloo/alltoall.h"
 #include "gloo/barrier.h"
+#include "gloo/barrier_all_to_one.h"
+#include "gloo/broadcast_one_to_all.h"
 #include "gloo/broadcast.h"
 #include "gloo/gather.h"
 #include "gloo/math.h"
@@ -114,6 +117,16 @@ void RawGloo::alltoall(const float* in, float* out, size_t count) {
   o.setTag(next_tag());
   gloo::alltoall(o);
 }
+
+void RawGloo::broadcast_classic(float* data, size_t count, int root) {
+  gloo::BroadcastOneToAll<float>(context_, {data}, count, root).run();
+}
+
+void RawGloo::allgather_classic(const float* in, float* out, size_t count) {
+  gloo::AllgatherRing<float>(context_, {in}, out, static_cast<int>(count)).run();
+}
+
+void RawGloo::barrier_classic() { gloo::BarrierAllToOne(context_).run(); }
 
 void RawGloo::barrier() {
   gloo::BarrierOptions o(context_);

@@ -35,6 +35,11 @@ class RawGloo {
   // `count` elements in and out in all, count / size per peer.
   void alltoall(const float* in, float* out, size_t count);
   void barrier();
+  // Gloo's classic classes for the same ops (BroadcastOneToAll,
+  // AllgatherRing, BarrierAllToOne), as ours runs them on sync pairs.
+  void broadcast_classic(float* data, size_t count, int root);
+  void allgather_classic(const float* in, float* out, size_t count);
+  void barrier_classic();
   // max over ranks, for collecting timings.
   double max_over_ranks(double value);
 

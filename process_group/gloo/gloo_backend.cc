@@ -20,6 +20,7 @@
 #include "process_group/gloo/reduce_kernels.h"
 #include "process_group/gloo/send_buffer_autotuning.h"
 #include "process_group/gloo/store_adapter.h"
+#include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
 #include "store/prefix_store.h"
 
@@ -287,6 +288,10 @@ absl::Status GlooBackend::op_error(OpType op, const std::string& what,
       cause));
 }
 
+std::shared_ptr<gloo::Context> GlooBackend::sync_context_for(const OpContext& c) const {
+  return c.timeout == timeout_ ? c.sync_context : nullptr;
+}
+
 void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
                                       const OpContext& c, uint32_t tag) const {
   if (tensors.empty() || tensors[0].numel() == 0) return;
@@ -355,7 +360,11 @@ std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
 
 std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {
   return enqueue(OpType::kBarrier, "no tensors", opts.timeout,
-                 [](const OpContext& c) -> absl::StatusOr<TensorList> {
+                 [this](const OpContext& c) -> absl::StatusOr<TensorList> {
+                   if (auto sync = sync_context_for(c); sync != nullptr && size() > 1) {
+                     barrier_classic(sync);
+                     return TensorList{};
+                   }
                    gloo::BarrierOptions o(c.context);
                    o.setTag(c.tag);
                    o.setTimeout(c.timeout);

@@ -144,10 +144,18 @@ class GlooBackend : public Backend {
                         std::chrono::milliseconds timeout,
                         const std::string& cause) const;
 
+  // The worker's sync context where the op may use it (classic classes use
+  // the context's timeout: only when the op's is the group's), else null.
+  std::shared_ptr<gloo::Context> sync_context_for(const OpContext& c) const;
+
   // Bodies shared by several ops; they run on a worker and throw gloo's
   // exceptions.
   void allreduce_on_worker(const TensorList& tensors, ReduceOp op,
                            const OpContext& c, uint32_t tag) const;
+  // allgather's: `nbytes_per_rank` from each rank into `out`, rank r's at
+  // r; on the sync pairs where they take it, else gloo::allgather with `tag`.
+  void allgather_bytes(const OpContext& c, const void* in, void* out, size_t nbytes_per_rank,
+                       uint32_t tag) const;
   // reduce_scatter's body (gloo_collectives.cc): `output.numel()` elements
   // per rank; `scratch` holds reduce_scatter_scratch() elements.
   bool reduce_scatter_uses_classic(const Tensor& output, const OpContext& c) const;

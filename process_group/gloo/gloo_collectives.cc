@@ -1,6 +1,8 @@
 // GlooBackend's collectives other than the allreduce family: each maps onto
 // one of Gloo's unbound-buffer collectives, moving raw bytes (only reductions
-// care about the element type).
+// care about the element type); broadcast and allgather run Gloo's classic
+// classes on the worker's sync pairs where those take them
+// (sync_collectives.h).
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -15,6 +17,7 @@
 #include "process_group/gloo/gloo_internal.h"
 #include "process_group/gloo/reduce_kernels.h"
 #include "process_group/gloo/reduce_scatter_ring.h"
+#include "process_group/gloo/sync_collectives.h"
 
 namespace ddpx {
 namespace {
@@ -31,7 +34,11 @@ std::shared_ptr<Work> GlooBackend::broadcast(const TensorList& tensors,
         if (tensors.empty()) return tensors;
         const Tensor& main =
             rank() == opts.root_rank ? tensors[opts.root_tensor] : tensors[0];
-        if (main.nbytes() > 0) {
+        auto sync = sync_context_for(c);
+        if (main.nbytes() > 0 && sync != nullptr &&
+            broadcast_runs_on_sync_pairs(main.nbytes(), sync_limits_)) {
+          broadcast_classic(sync, main.data(), main.nbytes(), opts.root_rank);
+        } else if (main.nbytes() > 0) {
           gloo::BroadcastOptions o(c.context);
           o.setOutput<uint8_t>(bytes_of(main), main.nbytes());
           o.setRoot(opts.root_rank);
@@ -78,6 +85,21 @@ std::shared_ptr<Work> GlooBackend::reduce(const TensorList& tensors,
       });
 }
 
+void GlooBackend::allgather_bytes(const OpContext& c, const void* in, void* out,
+                                  size_t nbytes_per_rank, uint32_t tag) const {
+  auto sync = sync_context_for(c);
+  if (sync != nullptr && allgather_runs_on_sync_pairs(nbytes_per_rank, size(), sync_limits_)) {
+    allgather_classic(sync, in, out, nbytes_per_rank);
+    return;
+  }
+  gloo::AllgatherOptions o(c.context);
+  o.setInput<uint8_t>(static_cast<uint8_t*>(const_cast<void*>(in)), nbytes_per_rank);
+  o.setOutput<uint8_t>(static_cast<uint8_t*>(out), nbytes_per_rank * size());
+  o.setTag(tag);
+  o.setTimeout(c.timeout);
+  gloo::allgather(o);
+}
+
 std::shared_ptr<Work> GlooBackend::allgather(
     const std::vector<TensorList>& outputs, const TensorList& inputs,
     const AllgatherOptions& opts) {
@@ -92,12 +114,7 @@ std::shared_ptr<Work> GlooBackend::allgather(
           void* span = contiguous_span(outputs[i]);
           std::vector<uint8_t> gathered(span == nullptr ? in.nbytes() * size() : 0);
           uint8_t* dst = span != nullptr ? static_cast<uint8_t*>(span) : gathered.data();
-          gloo::AllgatherOptions o(c.context);
-          o.setInput<uint8_t>(bytes_of(in), in.nbytes());
-          o.setOutput<uint8_t>(dst, in.nbytes() * size());
-          o.setTag(c.tag + static_cast<uint32_t>(i % kTagsPerOp));
-          o.setTimeout(c.timeout);
-          gloo::allgather(o);
+          allgather_bytes(c, in.data(), dst, in.nbytes(), c.tag + static_cast<uint32_t>(i % kTagsPerOp));
           if (span != nullptr) continue;
           for (int r = 0; r < size(); ++r) {
             copy_bytes(outputs[i][r], gathered.data() + r * in.nbytes());
@@ -114,15 +131,8 @@ std::shared_ptr<Work> GlooBackend::allgather_into_tensor(
     const Tensor& output, const Tensor& input, const AllgatherOptions& opts) {
   return enqueue(
       OpType::kAllgatherIntoTensor, describe(input), opts.timeout,
-      [output, input](const OpContext& c) -> absl::StatusOr<TensorList> {
-        if (input.nbytes() > 0) {
-          gloo::AllgatherOptions o(c.context);
-          o.setInput<uint8_t>(bytes_of(input), input.nbytes());
-          o.setOutput<uint8_t>(bytes_of(output), output.nbytes());
-          o.setTag(c.tag);
-          o.setTimeout(c.timeout);
-          gloo::allgather(o);
-        }
+      [this, output, input](const OpContext& c) -> absl::StatusOr<TensorList> {
+        if (input.nbytes() > 0) allgather_bytes(c, input.data(), output.data(), input.nbytes(), c.tag);
         return TensorList{output};
       });
 }

@@ -1,0 +1,182 @@
+// Broadcast, allgather and barrier on sync pairs (process_group/gloo/
+// sync_collectives.h): which sizes go there, exact results on both sides of
+// the size limit and from every root, Gloo's classic classes on raw sync
+// contexts, and which path an op took, told apart by how a silent peer
+// makes it fail (sync pairs: Gloo's "Read timeout" from a blocking recv()).
+#include <atomic>
+#include <cstring>
+#include <thread>
+
+#include "gloo/rendezvous/hash_store.h"
+#include "gtest/gtest.h"
+#include "process_group/gloo/sync_collectives.h"
+#include "tests/process_group/gloo/gloo_test_util.h"
+
+namespace ddpx {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace ::ddpx::testing;
+
+constexpr size_t kMiB = size_t{1} << 20;
+
+TEST(SyncCollectives, WhichSizesGoToSyncPairs) {
+  const SyncPairLimits vm{kSyncPairMaxMessageBytes, 8 * kMiB};
+  EXPECT_TRUE(broadcast_runs_on_sync_pairs(1, vm));
+  EXPECT_TRUE(broadcast_runs_on_sync_pairs(kSyncPairMaxMessageBytes, vm));
+  EXPECT_FALSE(broadcast_runs_on_sync_pairs(kSyncPairMaxMessageBytes + 1, vm));
+  EXPECT_TRUE(allgather_runs_on_sync_pairs(kSyncPairMaxMessageBytes, 4, vm));
+  EXPECT_FALSE(allgather_runs_on_sync_pairs(kSyncPairMaxMessageBytes + 1, 4, vm));
+  // A chunk must fit in half the agreed send capacity (a stock kernel's).
+  const SyncPairLimits stock{kSyncPairMaxMessageBytes, 425984};
+  EXPECT_TRUE(allgather_runs_on_sync_pairs(212992, 4, stock));
+  EXPECT_FALSE(allgather_runs_on_sync_pairs(212993, 4, stock));
+  // The classic class counts output bytes in an int.
+  const SyncPairLimits huge{size_t{1} << 40, size_t{1} << 41};
+  EXPECT_FALSE(allgather_runs_on_sync_pairs(size_t{1} << 30, 4, huge));
+  // No sync pairs (sync_max_bytes 0, or one rank): nothing goes there.
+  EXPECT_FALSE(broadcast_runs_on_sync_pairs(1, {0, 0}));
+  EXPECT_FALSE(allgather_runs_on_sync_pairs(1, 2, {0, 0}));
+}
+
+uint8_t pattern(int source, size_t i) { return static_cast<uint8_t>(source * 31 + i * 7 + i / 251); }
+
+// Byte sizes around the limit: the sync side, the limit, the event-loop side.
+const size_t kSizes[] = {1, 4099, kSyncPairMaxMessageBytes, kSyncPairMaxMessageBytes + 8};
+
+TEST(SyncCollectives, BroadcastIsExactFromEveryRootOnBothSidesOfTheLimit) {
+  for (int size : {2, 3}) {
+    run_ranks(size, [&](GlooBackend& b) {
+      for (size_t bytes : kSizes) {
+        for (int root = 0; root < size; ++root) {
+          Tensor t = Tensor::zeros({static_cast<int64_t>(bytes)}, DType::kUInt8);
+          uint8_t* p = t.data_as<uint8_t>();
+          if (b.rank() == root) {
+            for (size_t i = 0; i < bytes; ++i) p[i] = pattern(root, i);
+          }
+          BroadcastOptions opts;
+          opts.root_rank = root;
+          ASSERT_WORK_OK(b.broadcast({t}, opts));
+          for (size_t i = 0; i < bytes; ++i) {
+            ASSERT_EQ(p[i], pattern(root, i)) << bytes << " B from root " << root << ", byte " << i;
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST(SyncCollectives, AllgatherIsExactOnBothSidesOfTheLimit) {
+  for (int size : {2, 3, 4}) {
+    run_ranks(size, [&](GlooBackend& b) {
+      for (size_t bytes : kSizes) {
+        Tensor in = Tensor::zeros({static_cast<int64_t>(bytes)}, DType::kUInt8);
+        for (size_t i = 0; i < bytes; ++i) in.data_as<uint8_t>()[i] = pattern(b.rank(), i);
+        Tensor out = Tensor::zeros({static_cast<int64_t>(bytes) * size}, DType::kUInt8);
+        ASSERT_WORK_OK(b.allgather_into_tensor(out, in, {}));
+        // The list form, into separate tensors.
+        std::vector<TensorList> outs(1);
+        for (int r = 0; r < size; ++r) outs[0].push_back(Tensor::zeros({static_cast<int64_t>(bytes)}, DType::kUInt8));
+        ASSERT_WORK_OK(b.allgather(outs, {in}, {}));
+        for (int r = 0; r < size; ++r) {
+          const uint8_t* joined = out.data_as<uint8_t>() + r * bytes;
+          const uint8_t* separate = outs[0][r].data_as<uint8_t>();
+          for (size_t i = 0; i < bytes; ++i) {
+            ASSERT_EQ(joined[i], pattern(r, i)) << bytes << " B, rank " << r << "'s byte " << i;
+            ASSERT_EQ(separate[i], pattern(r, i)) << bytes << " B (list), rank " << r << "'s byte " << i;
+          }
+        }
+      }
+    });
+  }
+}
+
+// Gloo's classic classes through our wrappers on raw sync contexts, at
+// sizes no bench or table picks (odd, one byte).
+TEST(SyncCollectives, ClassicClassesOnARawSyncContext) {
+  constexpr int kSize = 3;
+  gloo::rendezvous::HashStore store;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kSize; ++r) {
+    threads.emplace_back([&, r] {
+      auto context = connect_raw_context(r, kSize, store);
+      read_pairs_on_calling_thread(*context);
+      for (size_t bytes : {size_t{1}, size_t{12345}}) {
+        std::vector<uint8_t> data(bytes);
+        if (r == 2) {
+          for (size_t i = 0; i < bytes; ++i) data[i] = pattern(2, i);
+        }
+        broadcast_classic(context, data.data(), bytes, /*root=*/2);
+        for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(data[i], pattern(2, i)) << "broadcast byte " << i;
+        std::vector<uint8_t> in(bytes), out(bytes * kSize);
+        for (size_t i = 0; i < bytes; ++i) in[i] = pattern(r, i);
+        allgather_classic(context, in.data(), out.data(), bytes);
+        for (int s = 0; s < kSize; ++s) {
+          for (size_t i = 0; i < bytes; ++i) {
+            ASSERT_EQ(out[s * bytes + i], pattern(s, i)) << "allgather, rank " << s << "'s byte " << i;
+          }
+        }
+        barrier_classic(context);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
+// A silent rank 2: with the group's timeout the op runs on sync pairs and
+// fails with Gloo's "Read timeout"; with an op timeout of its own it runs
+// on the event-loop pairs ("Timed out"). Both within their timeout.
+void expect_silent_peer_failure(const std::function<std::shared_ptr<Work>(GlooBackend&, bool)>& op,
+                                const std::string& name) {
+  constexpr auto kGroupTimeout = std::chrono::milliseconds(600);
+  for (bool own_timeout : {false, true}) {
+    SCOPED_TRACE(name + (own_timeout ? " with its own timeout" : " with the group's timeout"));
+    std::atomic<int> finished{0};
+    run_ranks(3, [&](GlooBackend& b) {
+      if (b.rank() == 2) {
+        while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return;
+      }
+      const auto start = Clock::now();
+      absl::Status s = wait_ok(op(b, own_timeout));
+      const auto elapsed = Clock::now() - start;
+      finished.fetch_add(1);
+      ASSERT_FALSE(s.ok());
+      EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+      EXPECT_NE(s.message().find(name), std::string::npos) << s;
+      EXPECT_EQ(s.message().find("Read timeout") != std::string::npos, !own_timeout) << s;
+      EXPECT_LT(elapsed, kGroupTimeout + std::chrono::milliseconds(2000)) << s;
+    }, local_options(), kGroupTimeout);
+  }
+}
+
+constexpr auto kOwnTimeout = std::chrono::milliseconds(700);
+
+TEST(SyncCollectives, SilentPeerFailsABarrierOnEitherPath) {
+  expect_silent_peer_failure([](GlooBackend& b, bool own) {
+    BarrierOptions opts;
+    if (own) opts.timeout = kOwnTimeout;
+    return b.barrier(opts);
+  }, "barrier");
+}
+
+TEST(SyncCollectives, SilentRootFailsABroadcastOnEitherPath) {
+  expect_silent_peer_failure([](GlooBackend& b, bool own) {
+    BroadcastOptions opts;
+    opts.root_rank = 2;
+    if (own) opts.timeout = kOwnTimeout;
+    return b.broadcast({Tensor::zeros({1000}, DType::kFloat32)}, opts);
+  }, "broadcast");
+}
+
+TEST(SyncCollectives, SilentPeerFailsAnAllgatherOnEitherPath) {
+  expect_silent_peer_failure([](GlooBackend& b, bool own) {
+    AllgatherOptions opts;
+    if (own) opts.timeout = kOwnTimeout;
+    return b.allgather_into_tensor(Tensor::zeros({3000}, DType::kFloat32),
+                                   Tensor::zeros({1000}, DType::kFloat32), opts);
+  }, "allgather");
+}
+
+}  // namespace
+}  // namespace ddpx
