@@ -1,8 +1,7 @@
 // GlooBackend's collectives other than the allreduce family: each maps onto
 // one of Gloo's unbound-buffer collectives, moving raw bytes (only reductions
-// care about the element type); broadcast and allgather run Gloo's classic
-// classes on the worker's sync pairs where those take them
-// (sync_collectives.h).
+// care about the element type); broadcast, allgather, gather and scatter
+// run on the worker's sync pairs where those take them (sync_collectives.h).
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -254,13 +253,18 @@ std::shared_ptr<Work> GlooBackend::gather(
         void* span = is_root ? contiguous_span(outputs[0]) : nullptr;
         std::vector<uint8_t> gathered(is_root && span == nullptr ? in.nbytes() * size() : 0);
         uint8_t* dst = span != nullptr ? static_cast<uint8_t*>(span) : gathered.data();
-        gloo::GatherOptions o(c.context);
-        o.setInput<uint8_t>(bytes_of(in), in.nbytes());
-        if (is_root) o.setOutput<uint8_t>(dst, in.nbytes() * size());
-        o.setRoot(opts.root_rank);
-        o.setTag(c.tag);
-        o.setTimeout(c.timeout);
-        gloo::gather(o);
+        auto sync = sync_context_for(c);
+        if (sync != nullptr && rooted_op_runs_on_sync_pairs(in.nbytes(), sync_limits_)) {
+          gather_classic(sync, in.data(), dst, in.nbytes(), opts.root_rank);
+        } else {
+          gloo::GatherOptions o(c.context);
+          o.setInput<uint8_t>(bytes_of(in), in.nbytes());
+          if (is_root) o.setOutput<uint8_t>(dst, in.nbytes() * size());
+          o.setRoot(opts.root_rank);
+          o.setTag(c.tag);
+          o.setTimeout(c.timeout);
+          gloo::gather(o);
+        }
         if (!is_root) return TensorList{};
         if (span != nullptr) return outputs[0];
         for (int r = 0; r < size(); ++r) {
@@ -278,12 +282,18 @@ std::shared_ptr<Work> GlooBackend::scatter(
       [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         const Tensor& out = outputs[0];
         if (out.nbytes() == 0) return outputs;
-        gloo::ScatterOptions o(c.context);
         std::vector<uint8_t*> sources;
         if (rank() == opts.root_rank) {
           for (const Tensor& t : inputs[0]) sources.push_back(bytes_of(t));
-          o.setInputs<uint8_t>(sources, out.nbytes());
         }
+        auto sync = sync_context_for(c);
+        if (sync != nullptr && rooted_op_runs_on_sync_pairs(out.nbytes(), sync_limits_)) {
+          scatter_classic(sync, std::vector<const void*>(sources.begin(), sources.end()),
+                          out.data(), out.nbytes(), opts.root_rank);
+          return outputs;
+        }
+        gloo::ScatterOptions o(c.context);
+        if (rank() == opts.root_rank) o.setInputs<uint8_t>(sources, out.nbytes());
         o.setOutput<uint8_t>(bytes_of(out), out.nbytes());
         o.setRoot(opts.root_rank);
         o.setTag(c.tag);

@@ -1,15 +1,16 @@
-// Broadcast, allgather and barrier on sync pairs (process_group/gloo/
-// sync_collectives.h): which sizes go there, exact results on both sides of
+// Broadcast, allgather, barrier, gather and scatter on sync pairs
+// (process_group/gloo/sync_collectives.h): which sizes go there, exact results on both sides of
 // the size limit and from every root, Gloo's classic classes on raw sync
 // contexts, and which path an op took, told apart by how a silent peer
 // makes it fail (sync pairs: Gloo's "Read timeout" from a blocking recv()).
+#include "process_group/gloo/sync_collectives.h"
+
 #include <atomic>
 #include <cstring>
 #include <thread>
 
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
-#include "process_group/gloo/sync_collectives.h"
 #include "tests/process_group/gloo/gloo_test_util.h"
 
 namespace ddpx {
@@ -37,9 +38,14 @@ TEST(SyncCollectives, WhichSizesGoToSyncPairs) {
   // No sync pairs (sync_max_bytes 0, or one rank): nothing goes there.
   EXPECT_FALSE(broadcast_runs_on_sync_pairs(1, {0, 0}));
   EXPECT_FALSE(allgather_runs_on_sync_pairs(1, 2, {0, 0}));
+  EXPECT_TRUE(rooted_op_runs_on_sync_pairs(kSyncPairMaxMessageBytes, vm));
+  EXPECT_FALSE(rooted_op_runs_on_sync_pairs(kSyncPairMaxMessageBytes + 1, vm));
+  EXPECT_FALSE(rooted_op_runs_on_sync_pairs(1, {0, 0}));
 }
 
-uint8_t pattern(int source, size_t i) { return static_cast<uint8_t>(source * 31 + i * 7 + i / 251); }
+uint8_t pattern(int source, size_t i) {
+  return static_cast<uint8_t>(source * 31 + i * 7 + i / 251);
+}
 
 // Byte sizes around the limit: the sync side, the limit, the event-loop side.
 const size_t kSizes[] = {1, 4099, kSyncPairMaxMessageBytes, kSyncPairMaxMessageBytes + 8};
@@ -76,14 +82,54 @@ TEST(SyncCollectives, AllgatherIsExactOnBothSidesOfTheLimit) {
         ASSERT_WORK_OK(b.allgather_into_tensor(out, in, {}));
         // The list form, into separate tensors.
         std::vector<TensorList> outs(1);
-        for (int r = 0; r < size; ++r) outs[0].push_back(Tensor::zeros({static_cast<int64_t>(bytes)}, DType::kUInt8));
+        for (int r = 0; r < size; ++r)
+          outs[0].push_back(Tensor::zeros({static_cast<int64_t>(bytes)}, DType::kUInt8));
         ASSERT_WORK_OK(b.allgather(outs, {in}, {}));
         for (int r = 0; r < size; ++r) {
           const uint8_t* joined = out.data_as<uint8_t>() + r * bytes;
           const uint8_t* separate = outs[0][r].data_as<uint8_t>();
           for (size_t i = 0; i < bytes; ++i) {
             ASSERT_EQ(joined[i], pattern(r, i)) << bytes << " B, rank " << r << "'s byte " << i;
-            ASSERT_EQ(separate[i], pattern(r, i)) << bytes << " B (list), rank " << r << "'s byte " << i;
+            ASSERT_EQ(separate[i], pattern(r, i))
+                << bytes << " B (list), rank " << r << "'s byte " << i;
+          }
+        }
+      }
+    });
+  }
+}
+
+TEST(SyncCollectives, GatherAndScatterAreExactFromEveryRootOnBothSidesOfTheLimit) {
+  for (int size : {2, 3}) {
+    run_ranks(size, [&](GlooBackend& b) {
+      for (size_t bytes : kSizes) {
+        const int64_t n = static_cast<int64_t>(bytes);
+        for (int root = 0; root < size; ++root) {
+          const std::string what = std::to_string(bytes) + " B, root " + std::to_string(root);
+          Tensor in = Tensor::zeros({n}, DType::kUInt8);
+          for (size_t i = 0; i < bytes; ++i) in.data_as<uint8_t>()[i] = pattern(b.rank(), i);
+          std::vector<TensorList> gathered;
+          if (b.rank() == root) {
+            gathered.emplace_back();
+            for (int r = 0; r < size; ++r) gathered[0].push_back(Tensor::zeros({n}, DType::kUInt8));
+          }
+          GatherOptions gopts;
+          gopts.root_rank = root;
+          ASSERT_WORK_OK(b.gather(gathered, {in}, gopts));
+          for (int r = 0; b.rank() == root && r < size; ++r) {
+            for (size_t i = 0; i < bytes; ++i) {
+              ASSERT_EQ(gathered[0][r].data_as<uint8_t>()[i], pattern(r, i))
+                  << "gather " << what << ", rank " << r << "'s byte " << i;
+            }
+          }
+          // Scatter back what the root gathered: every rank gets its own.
+          Tensor out = Tensor::zeros({n}, DType::kUInt8);
+          ScatterOptions sopts;
+          sopts.root_rank = root;
+          ASSERT_WORK_OK(b.scatter({out}, gathered, sopts));
+          for (size_t i = 0; i < bytes; ++i) {
+            ASSERT_EQ(out.data_as<uint8_t>()[i], pattern(b.rank(), i))
+                << "scatter " << what << ", byte " << i;
           }
         }
       }
@@ -107,15 +153,31 @@ TEST(SyncCollectives, ClassicClassesOnARawSyncContext) {
           for (size_t i = 0; i < bytes; ++i) data[i] = pattern(2, i);
         }
         broadcast_classic(context, data.data(), bytes, /*root=*/2);
-        for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(data[i], pattern(2, i)) << "broadcast byte " << i;
+        for (size_t i = 0; i < bytes; ++i)
+          ASSERT_EQ(data[i], pattern(2, i)) << "broadcast byte " << i;
         std::vector<uint8_t> in(bytes), out(bytes * kSize);
         for (size_t i = 0; i < bytes; ++i) in[i] = pattern(r, i);
         allgather_classic(context, in.data(), out.data(), bytes);
         for (int s = 0; s < kSize; ++s) {
           for (size_t i = 0; i < bytes; ++i) {
-            ASSERT_EQ(out[s * bytes + i], pattern(s, i)) << "allgather, rank " << s << "'s byte " << i;
+            ASSERT_EQ(out[s * bytes + i], pattern(s, i))
+                << "allgather, rank " << s << "'s byte " << i;
           }
         }
+        std::vector<uint8_t> gathered(r == 1 ? bytes * kSize : 0);
+        gather_classic(context, in.data(), gathered.data(), bytes, /*root=*/1);
+        for (int s = 0; r == 1 && s < kSize; ++s) {
+          for (size_t i = 0; i < bytes; ++i) {
+            ASSERT_EQ(gathered[s * bytes + i], pattern(s, i))
+                << "gather, rank " << s << "'s byte " << i;
+          }
+        }
+        std::vector<const void*> parts;
+        for (int s = 0; r == 1 && s < kSize; ++s) parts.push_back(gathered.data() + s * bytes);
+        std::vector<uint8_t> mine(bytes);
+        scatter_classic(context, parts, mine.data(), bytes, /*root=*/1);
+        for (size_t i = 0; i < bytes; ++i)
+          ASSERT_EQ(mine[i], pattern(r, i)) << "scatter byte " << i;
         barrier_classic(context);
       }
     });
@@ -125,57 +187,93 @@ TEST(SyncCollectives, ClassicClassesOnARawSyncContext) {
 
 // A silent rank 2: with the group's timeout the op runs on sync pairs and
 // fails with Gloo's "Read timeout"; with an op timeout of its own it runs
-// on the event-loop pairs ("Timed out"). Both within their timeout.
+// on the event-loop pairs ("Timed out"). Both within their timeout. Ranks
+// that only send (`only_root_fails`: all but rank 0) may finish.
 void expect_silent_peer_failure(const std::function<std::shared_ptr<Work>(GlooBackend&, bool)>& op,
-                                const std::string& name) {
+                                const std::string& name, bool only_root_fails = false) {
   constexpr auto kGroupTimeout = std::chrono::milliseconds(600);
   for (bool own_timeout : {false, true}) {
     SCOPED_TRACE(name + (own_timeout ? " with its own timeout" : " with the group's timeout"));
     std::atomic<int> finished{0};
-    run_ranks(3, [&](GlooBackend& b) {
-      if (b.rank() == 2) {
-        while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        return;
-      }
-      const auto start = Clock::now();
-      absl::Status s = wait_ok(op(b, own_timeout));
-      const auto elapsed = Clock::now() - start;
-      finished.fetch_add(1);
-      ASSERT_FALSE(s.ok());
-      EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-      EXPECT_NE(s.message().find(name), std::string::npos) << s;
-      EXPECT_EQ(s.message().find("Read timeout") != std::string::npos, !own_timeout) << s;
-      EXPECT_LT(elapsed, kGroupTimeout + std::chrono::milliseconds(2000)) << s;
-    }, local_options(), kGroupTimeout);
+    run_ranks(
+        3,
+        [&](GlooBackend& b) {
+          if (b.rank() == 2) {
+            while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            return;
+          }
+          const auto start = Clock::now();
+          absl::Status s = wait_ok(op(b, own_timeout));
+          const auto elapsed = Clock::now() - start;
+          finished.fetch_add(1);
+          if (only_root_fails && b.rank() != 0) return;
+          ASSERT_FALSE(s.ok());
+          EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+          EXPECT_NE(s.message().find(name), std::string::npos) << s;
+          EXPECT_EQ(s.message().find("Read timeout") != std::string::npos, !own_timeout) << s;
+          EXPECT_LT(elapsed, kGroupTimeout + std::chrono::milliseconds(2000)) << s;
+        },
+        local_options(), kGroupTimeout);
   }
 }
 
 constexpr auto kOwnTimeout = std::chrono::milliseconds(700);
 
 TEST(SyncCollectives, SilentPeerFailsABarrierOnEitherPath) {
-  expect_silent_peer_failure([](GlooBackend& b, bool own) {
-    BarrierOptions opts;
-    if (own) opts.timeout = kOwnTimeout;
-    return b.barrier(opts);
-  }, "barrier");
+  expect_silent_peer_failure(
+      [](GlooBackend& b, bool own) {
+        BarrierOptions opts;
+        if (own) opts.timeout = kOwnTimeout;
+        return b.barrier(opts);
+      },
+      "barrier");
 }
 
 TEST(SyncCollectives, SilentRootFailsABroadcastOnEitherPath) {
-  expect_silent_peer_failure([](GlooBackend& b, bool own) {
-    BroadcastOptions opts;
-    opts.root_rank = 2;
-    if (own) opts.timeout = kOwnTimeout;
-    return b.broadcast({Tensor::zeros({1000}, DType::kFloat32)}, opts);
-  }, "broadcast");
+  expect_silent_peer_failure(
+      [](GlooBackend& b, bool own) {
+        BroadcastOptions opts;
+        opts.root_rank = 2;
+        if (own) opts.timeout = kOwnTimeout;
+        return b.broadcast({Tensor::zeros({1000}, DType::kFloat32)}, opts);
+      },
+      "broadcast");
 }
 
 TEST(SyncCollectives, SilentPeerFailsAnAllgatherOnEitherPath) {
-  expect_silent_peer_failure([](GlooBackend& b, bool own) {
-    AllgatherOptions opts;
-    if (own) opts.timeout = kOwnTimeout;
-    return b.allgather_into_tensor(Tensor::zeros({3000}, DType::kFloat32),
-                                   Tensor::zeros({1000}, DType::kFloat32), opts);
-  }, "allgather");
+  expect_silent_peer_failure(
+      [](GlooBackend& b, bool own) {
+        AllgatherOptions opts;
+        if (own) opts.timeout = kOwnTimeout;
+        return b.allgather_into_tensor(Tensor::zeros({3000}, DType::kFloat32),
+                                       Tensor::zeros({1000}, DType::kFloat32), opts);
+      },
+      "allgather");
+}
+
+// Gather to rank 0 waits for the silent rank 2's part; scatter from the
+// silent rank 2 leaves everyone waiting.
+TEST(SyncCollectives, SilentPeerFailsAGatherOrScatterOnEitherPath) {
+  expect_silent_peer_failure(
+      [](GlooBackend& b, bool own) {
+        GatherOptions opts;
+        if (own) opts.timeout = kOwnTimeout;
+        std::vector<TensorList> outs;
+        if (b.rank() == 0)
+          outs.push_back({Tensor::zeros({10}, DType::kFloat32),
+                          Tensor::zeros({10}, DType::kFloat32),
+                          Tensor::zeros({10}, DType::kFloat32)});
+        return b.gather(outs, {Tensor::zeros({10}, DType::kFloat32)}, opts);
+      },
+      "gather", /*only_root_fails=*/true);
+  expect_silent_peer_failure(
+      [](GlooBackend& b, bool own) {
+        ScatterOptions opts;
+        opts.root_rank = 2;
+        if (own) opts.timeout = kOwnTimeout;
+        return b.scatter({Tensor::zeros({10}, DType::kFloat32)}, {}, opts);
+      },
+      "scatter");
 }
 
 }  // namespace
