@@ -27,7 +27,9 @@ struct GlooOptions {
   // algorithm go through a second context per worker whose pairs are read
   // by the op's own thread (sync_pairs.h: one wake-up per message instead of
   // two), if the socket buffers every rank's kernel grants make that safe;
-  // larger halving-doubling ones run there in pieces of this size. At most
+  // larger halving-doubling ones run there in pieces of this size. So do
+  // broadcasts, gathers and scatters of at most this many bytes per rank,
+  // allgathers whose chunks fit, and barriers (sync_collectives.h). At most
   // kSyncPairMaxMessageBytes; 0 turns it off (and saves the extra contexts'
   // sockets).
   size_t sync_max_bytes = kSyncPairMaxMessageBytes;
