@@ -11,10 +11,12 @@
 #include <vector>
 
 #include "gloo/rendezvous/context.h"
+#include "gloo/rendezvous/hash_store.h"
 #include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/device.h"
 #include "gtest/gtest.h"
 #include "process_group/gloo/gloo_backend.h"
+#include "process_group/gloo/sync_pairs.h"
 #include "store/hash_store.h"
 
 namespace ddpx {
@@ -57,6 +59,23 @@ inline std::shared_ptr<gloo::rendezvous::Context> connect_raw_context(
   auto device = gloo::transport::tcp::CreateDevice(attr);
   context->connectFullMesh(store, device);
   return context;
+}
+
+// Calls body(context, rank) on `size` threads, each with its own raw
+// context (above) whose pairs are switched to sync mode (sync_pairs.h).
+inline void run_raw_sync_ranks(
+    int size,
+    const std::function<void(const std::shared_ptr<gloo::rendezvous::Context>&, int)>& body) {
+  gloo::rendezvous::HashStore store;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      auto context = connect_raw_context(r, size, store);
+      read_pairs_on_calling_thread(*context);
+      body(context, r);
+    });
+  }
+  for (auto& t : threads) t.join();
 }
 
 // Waits for a work and returns its status (with a generous cap, so a bug

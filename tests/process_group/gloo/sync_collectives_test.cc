@@ -141,48 +141,41 @@ TEST(SyncCollectives, GatherAndScatterAreExactFromEveryRootOnBothSidesOfTheLimit
 // sizes no bench or table picks (odd, one byte).
 TEST(SyncCollectives, ClassicClassesOnARawSyncContext) {
   constexpr int kSize = 3;
-  gloo::rendezvous::HashStore store;
-  std::vector<std::thread> threads;
-  for (int r = 0; r < kSize; ++r) {
-    threads.emplace_back([&, r] {
-      auto context = connect_raw_context(r, kSize, store);
-      read_pairs_on_calling_thread(*context);
-      for (size_t bytes : {size_t{1}, size_t{12345}}) {
-        std::vector<uint8_t> data(bytes);
-        if (r == 2) {
-          for (size_t i = 0; i < bytes; ++i) data[i] = pattern(2, i);
-        }
-        broadcast_classic(context, data.data(), bytes, /*root=*/2);
-        for (size_t i = 0; i < bytes; ++i)
-          ASSERT_EQ(data[i], pattern(2, i)) << "broadcast byte " << i;
-        std::vector<uint8_t> in(bytes), out(bytes * kSize);
-        for (size_t i = 0; i < bytes; ++i) in[i] = pattern(r, i);
-        allgather_classic(context, in.data(), out.data(), bytes);
-        for (int s = 0; s < kSize; ++s) {
-          for (size_t i = 0; i < bytes; ++i) {
-            ASSERT_EQ(out[s * bytes + i], pattern(s, i))
-                << "allgather, rank " << s << "'s byte " << i;
-          }
-        }
-        std::vector<uint8_t> gathered(r == 1 ? bytes * kSize : 0);
-        gather_classic(context, in.data(), gathered.data(), bytes, /*root=*/1);
-        for (int s = 0; r == 1 && s < kSize; ++s) {
-          for (size_t i = 0; i < bytes; ++i) {
-            ASSERT_EQ(gathered[s * bytes + i], pattern(s, i))
-                << "gather, rank " << s << "'s byte " << i;
-          }
-        }
-        std::vector<const void*> parts;
-        for (int s = 0; r == 1 && s < kSize; ++s) parts.push_back(gathered.data() + s * bytes);
-        std::vector<uint8_t> mine(bytes);
-        scatter_classic(context, parts, mine.data(), bytes, /*root=*/1);
-        for (size_t i = 0; i < bytes; ++i)
-          ASSERT_EQ(mine[i], pattern(r, i)) << "scatter byte " << i;
-        barrier_classic(context);
+  run_raw_sync_ranks(kSize, [&](const std::shared_ptr<gloo::rendezvous::Context>& context, int r) {
+    for (size_t bytes : {size_t{1}, size_t{12345}}) {
+      std::vector<uint8_t> data(bytes);
+      if (r == 2) {
+        for (size_t i = 0; i < bytes; ++i) data[i] = pattern(2, i);
       }
-    });
-  }
-  for (auto& t : threads) t.join();
+      broadcast_classic(context, data.data(), bytes, /*root=*/2);
+      for (size_t i = 0; i < bytes; ++i) {
+        ASSERT_EQ(data[i], pattern(2, i)) << "broadcast byte " << i;
+      }
+      std::vector<uint8_t> in(bytes), out(bytes * kSize);
+      for (size_t i = 0; i < bytes; ++i) in[i] = pattern(r, i);
+      allgather_classic(context, in.data(), out.data(), bytes);
+      for (int s = 0; s < kSize; ++s) {
+        for (size_t i = 0; i < bytes; ++i) {
+          ASSERT_EQ(out[s * bytes + i], pattern(s, i))
+              << "allgather, rank " << s << "'s byte " << i;
+        }
+      }
+      std::vector<uint8_t> gathered(r == 1 ? bytes * kSize : 0);
+      gather_classic(context, in.data(), gathered.data(), bytes, /*root=*/1);
+      for (int s = 0; r == 1 && s < kSize; ++s) {
+        for (size_t i = 0; i < bytes; ++i) {
+          ASSERT_EQ(gathered[s * bytes + i], pattern(s, i))
+              << "gather, rank " << s << "'s byte " << i;
+        }
+      }
+      std::vector<const void*> parts;
+      for (int s = 0; r == 1 && s < kSize; ++s) parts.push_back(gathered.data() + s * bytes);
+      std::vector<uint8_t> mine(bytes);
+      scatter_classic(context, parts, mine.data(), bytes, /*root=*/1);
+      for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(mine[i], pattern(r, i)) << "scatter byte " << i;
+      barrier_classic(context);
+    }
+  });
 }
 
 // A silent rank 2: with the group's timeout the op runs on sync pairs and
