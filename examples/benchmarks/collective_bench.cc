@@ -27,7 +27,6 @@
 #include "absl/strings/str_split.h"
 #include "examples/benchmarks/collective_bench_raw.h"
 #include "examples/benchmarks/fork_ranks.h"
-#include "examples/benchmarks/loopback_floor.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
 #include "process_group/gloo/gloo_backend.h"
@@ -179,7 +178,6 @@ double bus_factor(const std::string& op, int n) {
 struct Results {
   std::map<std::string, double> result;  // RESULT keys
   double allreduce_min_vs_default = std::numeric_limits<double>::infinity();
-  double default_64MiB_s = 0;  // Gloo's default allreduce at 64 MiB, if timed
   // From 1 MiB up: ours vs raw, and raw vs its twin context (the noise
   // floor), worst point and geometric mean over points.
   double min_vs_same_from_1MiB = std::numeric_limits<double>::infinity();
@@ -304,7 +302,6 @@ void bench_allreduce(Job& job, Results& r) {
     if (bytes == (64 << 20)) {
       r.result["allreduce_64MiB_vs_gloo"] = same / ours;
       r.result["allreduce_64MiB_vs_gloo_default"] = dflt / ours;
-      r.default_64MiB_s = dflt;
       if (sync) r.result["allreduce_64MiB_vs_gloo_sync"] = raw_sync / ours;
     }
     // Against the faster of the two raw twins: a raw context alone is
@@ -449,27 +446,6 @@ void bench_coalesced(Job& job, Results& r) {
   r.result["coalesced_speedup"] = t[1] / t[0];
 }
 
-// The bandwidth-optimal allreduce of S bytes on n ranks moves 2 (n - 1) S
-// bytes through loopback in all (each rank sends 2 (n - 1) / n S). Rank 0
-// measures what one loopback stream carries while the others wait, and
-// reports how far Gloo's default is from that transfer time: a 1.1x faster
-// allreduce needs the default to be at least 1.1x the floor.
-void report_transfer_floor(Job& job, Results& r) {
-  job.raw->barrier();
-  double bytes_per_s = 0;
-  if (job.rank == 0) bytes_per_s = loopback_tcp_bytes_per_second(size_t{2} << 30);
-  job.raw->barrier();
-  if (job.rank != 0) return;
-  const double floor_s = 2.0 * (job.nproc - 1) * (64 << 20) / bytes_per_s;
-  printf("\n# loopback TCP, one stream: %.2f GB/s; a 64 MiB allreduce on %d ranks moves %d x 64 MiB "
-         "through it: %.1f ms before any reduction. Gloo's default took %.1f ms (%.2fx that); "
-         "1.1x faster would be %.1f ms\n",
-         bytes_per_s / 1e9, job.nproc, 2 * (job.nproc - 1), floor_s * 1e3,
-         r.default_64MiB_s * 1e3, r.default_64MiB_s / floor_s, r.default_64MiB_s / 1.1 * 1e3);
-  r.result["loopback_GBps"] = bytes_per_s / 1e9;
-  r.result["allreduce_64MiB_gloo_default_vs_transfer_floor"] = r.default_64MiB_s / floor_s;
-}
-
 // A raw Gloo context of its own (own device, sockets), rendezvous under
 // `prefix`.
 std::shared_ptr<gloo::Context> connect_raw(int rank, int nproc, const std::string& prefix,
@@ -540,7 +516,6 @@ int run_rank(int rank, int nproc, int port) {
       bench_other(job, op, results);
     }
   }
-  if (results.default_64MiB_s > 0) report_transfer_floor(job, results);
   if (rank == 0) {
     if (results.points_from_1MiB > 0) {
       const int n = results.points_from_1MiB;
@@ -565,8 +540,7 @@ int run_rank(int rank, int nproc, int port) {
                             "allreduce_8B_latency_vs_gloo_sync",
                             "coalesced_speedup", "min_vs_gloo_from_1MiB",
                             "geomean_vs_gloo_from_1MiB", "min_control_from_1MiB",
-                            "geomean_control_from_1MiB", "loopback_GBps",
-                            "allreduce_64MiB_gloo_default_vs_transfer_floor"}) {
+                            "geomean_control_from_1MiB"}) {
       auto it = results.result.find(key);
       if (it != results.result.end()) printf(" %s=%.3f", key, it->second);
     }
