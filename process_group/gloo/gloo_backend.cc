@@ -152,8 +152,7 @@ absl::Status GlooBackend::connect() {
     // down pairs a peer is still connecting.
     if (!worker_sync_contexts_.empty()) {
       stage = "agreeing on the sync pairs' send buffers";
-      sync_limits_.max_bytes = options_.sync_max_bytes;
-      sync_limits_.send_capacity = agree_on_send_capacity(worker_sync_contexts_);
+      sync_limits_ = agree_on_sync_limits(worker_sync_contexts_, options_.sync_max_bytes);
     }
     stage = "the closing barrier of the rendezvous";
     gloo::BarrierOptions done(p2p_context_);

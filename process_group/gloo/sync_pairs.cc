@@ -77,20 +77,22 @@ void read_pairs_on_calling_thread(gloo::Context& context) {
   }
 }
 
-size_t agree_on_send_capacity(const std::vector<std::shared_ptr<gloo::Context>>& contexts) {
-  int64_t smallest = std::numeric_limits<int64_t>::max();
+SyncPairLimits agree_on_sync_limits(const std::vector<std::shared_ptr<gloo::Context>>& contexts,
+                                    size_t max_bytes) {
+  int64_t capacity = std::numeric_limits<int64_t>::max();
   for (const auto& context : contexts) {
     for (int peer = 0; peer < context->size; ++peer) {
       if (peer == context->rank) continue;
-      smallest = std::min(smallest,
+      capacity = std::min(capacity,
                           static_cast<int64_t>(sync_pair_send_buffer_bytes(*context, peer)));
     }
   }
-  if (contexts.empty() || contexts[0]->size == 1) return 0;
-  std::vector<int64_t*> value = {&smallest};
-  gloo::AllreduceRing<int64_t>(contexts[0], value, 1, gloo::ReductionFunction<int64_t>::min)
+  if (contexts.empty() || contexts[0]->size == 1) return {};
+  int64_t values[2] = {static_cast<int64_t>(max_bytes), capacity};
+  std::vector<int64_t*> buffer = {values};
+  gloo::AllreduceRing<int64_t>(contexts[0], buffer, 2, gloo::ReductionFunction<int64_t>::min)
       .run();
-  return static_cast<size_t>(smallest);
+  return {static_cast<size_t>(values[0]), static_cast<size_t>(values[1])};
 }
 
 size_t sync_pair_send_buffer_bytes(gloo::Context& context, int peer) {

@@ -24,7 +24,7 @@
 //    SO_SNDBUF when it switches; Linux grants at most net.core.wmem_max
 //    (208 KiB by default, 4 MiB on the development VM) and reports twice
 //    that, half being its bookkeeping. The ranks agree at rendezvous on the
-//    smallest grant anywhere (agree_on_send_capacity), and an op goes to
+//    smallest grant anywhere (agree_on_sync_limits), and an op goes to
 //    the sync pairs only if its worst case of unread bytes on one pair
 //    (sync_pair_unread_bytes) fits in half of it: the local send buffer
 //    alone holds it, whatever the peer's receive window is. (Other contexts
@@ -65,7 +65,7 @@ inline constexpr size_t kSyncPiecesMinBytes = size_t{1} << 20;
 
 // What the sync pairs may carry, agreed by every rank at rendezvous.
 struct SyncPairLimits {
-  size_t max_bytes = 0;      // GlooOptions::sync_max_bytes (0: no sync pairs)
+  size_t max_bytes = 0;      // the smallest GlooOptions::sync_max_bytes of any rank
   size_t send_capacity = 0;  // the smallest SO_SNDBUF (as reported) on any rank
 };
 
@@ -105,10 +105,14 @@ void read_pairs_on_calling_thread(gloo::Context& context);
 // The kernel's SO_SNDBUF of the pair to `peer` (0 for self).
 size_t sync_pair_send_buffer_bytes(gloo::Context& context, int peer);
 
-// The smallest SO_SNDBUF of any pair of `contexts` on any rank: a MIN
-// allreduce over the ranks on contexts[0], so call it at the same point on
-// every rank (rendezvous). Throws gloo's exceptions.
-size_t agree_on_send_capacity(const std::vector<std::shared_ptr<gloo::Context>>& contexts);
+// The limits every rank uses: the smallest `max_bytes` (each rank's
+// GlooOptions::sync_max_bytes; ranks given different ones must still route
+// every op alike) and the smallest SO_SNDBUF of any pair of `contexts`, on
+// any rank. A MIN allreduce over the ranks on contexts[0], so call it at the
+// same point on every rank (rendezvous). Zeros on one rank. Throws gloo's
+// exceptions.
+SyncPairLimits agree_on_sync_limits(const std::vector<std::shared_ptr<gloo::Context>>& contexts,
+                                    size_t max_bytes);
 
 // Whether the pair to `peer` is in sync mode (false for self). For tests.
 bool pair_reads_on_calling_thread(gloo::Context& context, int peer);

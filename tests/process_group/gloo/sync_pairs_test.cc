@@ -300,6 +300,30 @@ TEST(SyncPairs, BackendAgreesOnLimitsAndLargeAllreducesAreExact) {
   }, off);
 }
 
+// Ranks given different sync_max_bytes still route every op alike: they
+// agree on the smallest. A 1.5 MiB allreduce is whole on sync pairs under
+// 2 MiB and in pieces under 1 MiB; were the ranks to choose differently,
+// it would time out.
+TEST(SyncPairs, RanksWithDifferentLimitsAgreeOnTheSmallest) {
+  constexpr int kSize = 3;
+  auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < kSize; ++r) {
+    threads.emplace_back([&, r] {
+      GlooOptions options = local_options();
+      options.sync_max_bytes = r == 1 ? size_t{1} << 20 : kSyncPairMaxMessageBytes;
+      auto backend = GlooBackend::create(store, r, kSize, std::chrono::seconds(20), options);
+      ASSERT_TRUE(backend.ok()) << backend.status();
+      GlooBackend& b = **backend;
+      EXPECT_EQ(b.sync_limits().max_bytes, size_t{1} << 20) << "rank " << r;
+      Tensor t = make_input(ReduceOp::SUM, DType::kFloat32, r, 3 << 17);  // 1.5 MiB
+      ASSERT_WORK_OK(b.allreduce({t}, {}));
+      expect_result(t, ReduceOp::SUM, kSize, "rank " + std::to_string(r));
+    });
+  }
+  for (auto& t : threads) t.join();
+}
+
 TEST(SyncPairs, LimitAboveTheCapIsAnError) {
   GlooOptions options = local_options();
   options.sync_max_bytes = kSyncPairMaxMessageBytes + 1;
