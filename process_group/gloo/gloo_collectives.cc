@@ -113,7 +113,8 @@ std::shared_ptr<Work> GlooBackend::allgather(
           void* span = contiguous_span(outputs[i]);
           std::vector<uint8_t> gathered(span == nullptr ? in.nbytes() * size() : 0);
           uint8_t* dst = span != nullptr ? static_cast<uint8_t*>(span) : gathered.data();
-          allgather_bytes(c, in.data(), dst, in.nbytes(), c.tag + static_cast<uint32_t>(i % kTagsPerOp));
+          allgather_bytes(c, in.data(), dst, in.nbytes(),
+                          c.tag + static_cast<uint32_t>(i % kTagsPerOp));
           if (span != nullptr) continue;
           for (int r = 0; r < size(); ++r) {
             copy_bytes(outputs[i][r], gathered.data() + r * in.nbytes());
@@ -131,7 +132,9 @@ std::shared_ptr<Work> GlooBackend::allgather_into_tensor(
   return enqueue(
       OpType::kAllgatherIntoTensor, describe(input), opts.timeout,
       [this, output, input](const OpContext& c) -> absl::StatusOr<TensorList> {
-        if (input.nbytes() > 0) allgather_bytes(c, input.data(), output.data(), input.nbytes(), c.tag);
+        if (input.nbytes() > 0) {
+          allgather_bytes(c, input.data(), output.data(), input.nbytes(), c.tag);
+        }
         return TensorList{output};
       });
 }
