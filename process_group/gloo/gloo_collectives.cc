@@ -1,7 +1,8 @@
 // GlooBackend's collectives other than the allreduce family: each maps onto
 // one of Gloo's unbound-buffer collectives, moving raw bytes (only reductions
-// care about the element type); broadcast, allgather, gather and scatter
-// run on the worker's sync pairs where those take them (sync_collectives.h).
+// care about the element type); broadcast, allgather, gather, scatter and
+// small reduce-scatters run on the worker's sync pairs where those take
+// them (sync_collectives.h, sync_pairs.h).
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -192,6 +193,14 @@ void GlooBackend::reduce_scatter_on_worker(const void* input, const Tensor& outp
   call.tag = tag;
   call.timeout = c.timeout;
   if (reduce_scatter_uses_classic(output, c)) {
+    // Its messages are halving-doubling's reduce-scatter half: they fit
+    // where an allreduce of the whole input would.
+    auto sync = sync_context_for(c);
+    if (sync != nullptr && allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kHalvingDoubling,
+                                                        chunk_bytes * size(), size(),
+                                                        sync_limits_)) {
+      call.context = sync;
+    }
     run_reduce_scatter_halving_doubling(call, scratch);
     return;
   }

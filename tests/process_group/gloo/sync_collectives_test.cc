@@ -1,8 +1,9 @@
-// Broadcast, allgather, barrier, gather and scatter on sync pairs
-// (process_group/gloo/sync_collectives.h): which sizes go there, exact results on both sides of
-// the size limit and from every root, Gloo's classic classes on raw sync
-// contexts, and which path an op took, told apart by how a silent peer
-// makes it fail (sync pairs: Gloo's "Read timeout" from a blocking recv()).
+// Broadcast, allgather, barrier, gather, scatter and small reduce-scatters
+// on sync pairs (process_group/gloo/sync_collectives.h): which sizes go
+// there, exact results on both sides of the size limit and from every
+// root, Gloo's classic classes on raw sync contexts, and which path an op
+// took, told apart by how a silent peer makes it fail (sync pairs: Gloo's
+// "Read timeout" from a blocking recv()).
 #include "process_group/gloo/sync_collectives.h"
 
 #include <atomic>
@@ -267,6 +268,19 @@ TEST(SyncCollectives, SilentPeerFailsAGatherOrScatterOnEitherPath) {
         return b.scatter({Tensor::zeros({10}, DType::kFloat32)}, {}, opts);
       },
       "scatter");
+}
+
+// Small reduce-scatters run Gloo's classic halving-doubling, on sync pairs
+// under the group's timeout.
+TEST(SyncCollectives, SilentPeerFailsAReduceScatterOnEitherPath) {
+  expect_silent_peer_failure(
+      [](GlooBackend& b, bool own) {
+        ReduceScatterOptions opts;
+        if (own) opts.timeout = kOwnTimeout;
+        return b.reduce_scatter_tensor(Tensor::zeros({100}, DType::kFloat32),
+                                       Tensor::zeros({300}, DType::kFloat32), opts);
+      },
+      "reduce_scatter");
 }
 
 }  // namespace
