@@ -29,6 +29,9 @@ TEST(GlooFaults, SilentRankMakesOthersTimeOutNamingOpAndTimeout) {
     absl::Status s = wait_ok(b.allreduce({t}, opts));
     auto elapsed = Clock::now() - start;
     finished.fetch_add(1);
+    // Both failing ranks keep their backends until both have failed (one
+    // leaving early would fail the other with "Connection closed").
+    while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_NE(s.message().find("allreduce"), std::string::npos) << s;

@@ -200,6 +200,10 @@ void expect_silent_peer_failure(const std::function<std::shared_ptr<Work>(GlooBa
           absl::Status s = wait_ok(op(b, own_timeout));
           const auto elapsed = Clock::now() - start;
           finished.fetch_add(1);
+          // Both failing ranks keep their backends until both have failed: one that
+          // left early would close its connections, failing the other with
+          // "Connection closed" instead of its own timeout.
+          while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
           if (only_root_fails && b.rank() != 0) return;
           ASSERT_FALSE(s.ok());
           EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;

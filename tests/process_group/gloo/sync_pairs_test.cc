@@ -203,6 +203,10 @@ TEST(SyncPairs, SilentPeerFailsTheOpWithinTheGroupTimeout) {
       absl::Status s = wait_ok(b.allreduce({t}, {}));
       const auto elapsed = Clock::now() - start;
       finished.fetch_add(1);
+      // Both failing ranks keep their backends until both have failed: one that
+      // left early would close its connections, failing the other with
+      // "Connection closed" instead of its own timeout.
+      while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       ASSERT_FALSE(s.ok());
       EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
       EXPECT_NE(s.message().find("allreduce"), std::string::npos) << s;
