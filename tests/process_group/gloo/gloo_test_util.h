@@ -3,6 +3,7 @@
 #ifndef DDPX_TESTS_PROCESS_GROUP_GLOO_GLOO_TEST_UTIL_H_
 #define DDPX_TESTS_PROCESS_GROUP_GLOO_GLOO_TEST_UTIL_H_
 
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -82,6 +83,34 @@ inline void run_raw_sync_ranks(
 // shows up as a failure rather than a hung test).
 inline absl::Status wait_ok(const std::shared_ptr<Work>& work) {
   return work->wait(std::chrono::seconds(30));
+}
+
+// What one rank's op gave, and how long it took.
+struct OpOutcome {
+  absl::Status status;
+  std::chrono::steady_clock::duration elapsed{};
+};
+
+// Runs `op` on every rank but the last, which stays connected and never
+// joins; returns the joining ranks' outcomes, indexed by rank. Every rank
+// keeps its backend until all ops have ended: one that left early would
+// close its connections and fail the others with "Connection closed"
+// instead of their own timeout.
+inline std::vector<OpOutcome> run_with_a_silent_rank(
+    int size, const std::function<std::shared_ptr<Work>(GlooBackend&)>& op,
+    GlooOptions options, std::chrono::milliseconds timeout) {
+  std::vector<OpOutcome> outcomes(size - 1);
+  std::atomic<int> ended{0};
+  run_ranks(size, [&](GlooBackend& b) {
+    if (b.rank() < size - 1) {
+      const auto start = std::chrono::steady_clock::now();
+      outcomes[b.rank()].status = wait_ok(op(b));
+      outcomes[b.rank()].elapsed = std::chrono::steady_clock::now() - start;
+      ended.fetch_add(1);
+    }
+    while (ended.load() < size - 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }, options, timeout);
+  return outcomes;
 }
 
 }  // namespace testing

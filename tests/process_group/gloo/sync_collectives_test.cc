@@ -6,7 +6,6 @@
 // "Read timeout" from a blocking recv()).
 #include "process_group/gloo/sync_collectives.h"
 
-#include <atomic>
 #include <cstring>
 #include <thread>
 
@@ -17,7 +16,6 @@
 namespace ddpx {
 namespace {
 
-using Clock = std::chrono::steady_clock;
 using namespace ::ddpx::testing;
 
 constexpr size_t kMiB = size_t{1} << 20;
@@ -188,30 +186,17 @@ void expect_silent_peer_failure(const std::function<std::shared_ptr<Work>(GlooBa
   constexpr auto kGroupTimeout = std::chrono::milliseconds(600);
   for (bool own_timeout : {false, true}) {
     SCOPED_TRACE(name + (own_timeout ? " with its own timeout" : " with the group's timeout"));
-    std::atomic<int> finished{0};
-    run_ranks(
-        3,
-        [&](GlooBackend& b) {
-          if (b.rank() == 2) {
-            while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            return;
-          }
-          const auto start = Clock::now();
-          absl::Status s = wait_ok(op(b, own_timeout));
-          const auto elapsed = Clock::now() - start;
-          finished.fetch_add(1);
-          // Both failing ranks keep their backends until both have failed: one that
-          // left early would close its connections, failing the other with
-          // "Connection closed" instead of its own timeout.
-          while (finished.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
-          if (only_root_fails && b.rank() != 0) return;
-          ASSERT_FALSE(s.ok());
-          EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
-          EXPECT_NE(s.message().find(name), std::string::npos) << s;
-          EXPECT_EQ(s.message().find("Read timeout") != std::string::npos, !own_timeout) << s;
-          EXPECT_LT(elapsed, kGroupTimeout + std::chrono::milliseconds(2000)) << s;
-        },
-        local_options(), kGroupTimeout);
+    auto outcomes = run_with_a_silent_rank(
+        3, [&](GlooBackend& b) { return op(b, own_timeout); }, local_options(), kGroupTimeout);
+    for (size_t r = 0; r < outcomes.size(); ++r) {
+      if (only_root_fails && r != 0) continue;
+      const absl::Status& s = outcomes[r].status;
+      ASSERT_FALSE(s.ok()) << "rank " << r;
+      EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+      EXPECT_NE(s.message().find(name), std::string::npos) << s;
+      EXPECT_EQ(s.message().find("Read timeout") != std::string::npos, !own_timeout) << s;
+      EXPECT_LT(outcomes[r].elapsed, kGroupTimeout + std::chrono::milliseconds(2000)) << s;
+    }
   }
 }
 
