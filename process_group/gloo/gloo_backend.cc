@@ -11,6 +11,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "gloo/allreduce_ring.h"
 #include "gloo/barrier.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
@@ -22,6 +23,8 @@
 #include "process_group/gloo/store_adapter.h"
 #include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
+#include "process_group/host_identity.h"
+#include "process_group/shm/collectives.h"
 #include "store/prefix_store.h"
 
 namespace ddpx {
@@ -154,6 +157,8 @@ absl::Status GlooBackend::connect() {
       stage = "agreeing on the sync pairs' send buffers";
       sync_limits_ = agree_on_sync_limits(worker_sync_contexts_, options_.sync_max_bytes);
     }
+    stage = "setting up shared memory";
+    set_up_shared_memory();
     stage = "the closing barrier of the rendezvous";
     gloo::BarrierOptions done(p2p_context_);
     done.setTimeout(timeout_);
@@ -173,6 +178,57 @@ absl::Status GlooBackend::connect() {
   pool_ = std::make_unique<WorkerPool>(options_.num_workers);
   p2p_waiters_ = std::make_unique<P2PWaiters>();
   return absl::OkStatus();
+}
+
+void GlooBackend::set_up_shared_memory() {
+  if (!options_.shared_memory) {
+    shm_status_ = "off (GlooOptions::shared_memory or DDPX_SHM=0)";
+    return;
+  }
+  if (size() == 1) {
+    shm_status_ = "off (one rank)";
+    return;
+  }
+  // Every rank reaches the same verdict from the same identities.
+  absl::StatusOr<std::vector<std::string>> hosts =
+      exchange_host_identities(*store_, key_prefix_ + "host/", rank(), size());
+  if (!hosts.ok()) {
+    throw std::runtime_error("exchanging host identities: " + hosts.status().ToString());
+  }
+  for (const std::string& host : *hosts) {
+    if (host != (*hosts)[0]) {
+      shm_status_ = "off (the ranks are on more than one host)";
+      return;
+    }
+  }
+  shm::ShmOptions o;
+  o.num_channels = options_.num_workers;
+  o.num_slots = options_.shm_slots;
+  o.slot_bytes = options_.shm_slot_bytes;
+  auto all_agree = [this](bool ok) {
+    int64_t value = ok ? 1 : 0;
+    std::vector<int64_t*> buffer = {&value};
+    gloo::AllreduceRing<int64_t>(p2p_context_, buffer, 1,
+                                 gloo::ReductionFunction<int64_t>::min)
+        .run();
+    return value == 1;
+  };
+  absl::StatusOr<std::unique_ptr<shm::ShmGroup>> group =
+      shm::ShmGroup::create(*store_, key_prefix_, rank(), size(), o, all_agree);
+  if (!group.ok()) {
+    shm_status_ = absl::StrCat("off (setup failed: ", group.status().message(), ")");
+    fprintf(stderr,
+            "ddpx: warning: rank %d of %d: the ranks share a host but shared memory could not "
+            "be set up, so this group uses TCP: %s\n",
+            rank(), size(), std::string(group.status().message()).c_str());
+    return;
+  }
+  shm_ = std::move(*group);
+  shm_status_ = "on";
+}
+
+shm::Reduction GlooBackend::shm_reduction(DType dtype, ReduceOp op) {
+  return shm::Reduction{reduce_function(dtype, op), dtype_size(dtype)};
 }
 
 std::string GlooBackend::device_description() const {
@@ -230,11 +286,15 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
               worker_sync_contexts_.empty() ? nullptr : worker_sync_contexts_[worker],
               worker_stores_[worker].get(), seq,
               static_cast<uint32_t>(seq * kTagsPerOp), timeout,
-              &worker_scratch_[worker]};
+              &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr};
   task.run = [this, work, op, what = std::move(what), c, body = std::move(body)] {
     absl::StatusOr<TensorList> result;
     try {
       result = body(c);
+    } catch (const StatusError& e) {
+      result = absl::Status(e.status().code(),
+                            absl::StrCat(op_type_name(op), " of ", what, " on rank ", rank(),
+                                         " of ", size(), ": ", e.status().message()));
     } catch (const std::exception& e) {
       result = op_error(op, what, c.timeout, e.what());
     }
@@ -294,6 +354,17 @@ std::shared_ptr<gloo::Context> GlooBackend::sync_context_for(const OpContext& c)
 void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
                                       const OpContext& c, uint32_t tag) const {
   if (tensors.empty() || tensors[0].numel() == 0) return;
+  if (c.shm != nullptr) {
+    const Tensor& first = tensors[0];
+    const shm::Reduction r = shm_reduction(first.dtype(), op);
+    const size_t count = static_cast<size_t>(first.numel());
+    for (size_t i = 1; i < tensors.size(); ++i) r.fn(first.data(), first.data(), tensors[i].data(), count);
+    throw_if_error(shm::allreduce(*c.shm, first.data(), count, r,
+                                  shm::Deadline::after(c.timeout)));
+    if (op == ReduceOp::AVG) divide_in_place(first.data(), count, first.dtype(), size());
+    for (size_t i = 1; i < tensors.size(); ++i) copy_bytes(tensors[i], first.data());
+    return;
+  }
   AllreduceCall call;
   call.context = c.context;
   for (const Tensor& t : tensors) call.buffers.push_back(t.data());
@@ -360,6 +431,10 @@ std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
 std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {
   return enqueue(OpType::kBarrier, "no tensors", opts.timeout,
                  [this](const OpContext& c) -> absl::StatusOr<TensorList> {
+                   if (c.shm != nullptr) {
+                     throw_if_error(shm::barrier(*c.shm, shm::Deadline::after(c.timeout)));
+                     return TensorList{};
+                   }
                    if (auto sync = sync_context_for(c); sync != nullptr && size() > 1) {
                      barrier_classic(sync);
                      return TensorList{};

@@ -11,7 +11,9 @@
 // and every op gets a fresh tag, so concurrent ops never cross. Point-to-
 // point ops use one more context of their own, with the user's tag as slot.
 // Small classic allreduces use a second context per worker whose sockets the
-// op's thread reads itself (sync_pairs.h).
+// op's thread reads itself (sync_pairs.h). When every rank is on one host,
+// each worker also has a shared-memory channel (process_group/shm/) that
+// most collectives take instead of TCP (GlooOptions::shared_memory).
 #ifndef DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
 #define DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
 
@@ -29,6 +31,8 @@
 #include "process_group/gloo/gloo_options.h"
 #include "process_group/gloo/p2p_waiters.h"
 #include "process_group/gloo/worker_pool.h"
+#include "process_group/shm/collectives.h"
+#include "process_group/shm/shm_group.h"
 #include "store/store.h"
 
 namespace gloo {
@@ -60,6 +64,10 @@ class GlooBackend : public Backend {
   // The piece size of large halving-doubling allreduces on the sync pairs,
   // 0 when they do not take pieces (the same on every rank).
   size_t sync_piece_bytes() const { return ddpx::sync_piece_bytes(size(), sync_limits_); }
+  // Whether the shared-memory path is on for this group, and if not, why
+  // (off by option, ranks on several hosts, or the setup error).
+  bool uses_shared_memory() const { return shm_ != nullptr; }
+  const std::string& shared_memory_status() const { return shm_status_; }
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                   const AllreduceOptions& opts) override;
@@ -117,6 +125,9 @@ class GlooBackend : public Backend {
     uint32_t tag;  // first of kTagsPerOp gloo tags owned by this op
     std::chrono::milliseconds timeout;
     Tensor* scratch;  // the worker's reusable buffer (see scratch_for)
+    // The worker's shared-memory channel; null when the group is not on
+    // the shared-memory path.
+    shm::Channel* shm;
   };
   // A 1-D tensor of `numel` elements over the worker's reusable buffer,
   // grown when too small: staging copies then fault in fresh pages once per
@@ -132,6 +143,12 @@ class GlooBackend : public Backend {
   GlooBackend(std::shared_ptr<Store> store, int rank, int size,
               std::chrono::milliseconds timeout, GlooOptions options);
   absl::Status connect();
+  // Sets up shm_ when every rank shares this host and shared memory is on;
+  // otherwise (or when setup fails on any rank) every rank stays on TCP,
+  // and shm_status_ says why. Collective; called from connect().
+  void set_up_shared_memory();
+  // The Reduction the shared-memory collectives need for dtype and op.
+  static shm::Reduction shm_reduction(DType dtype, ReduceOp op);
 
   // Queues `body` on the worker its sequence number picks; `what` describes
   // the op for error messages ("float32[1024]").
@@ -183,6 +200,8 @@ class GlooBackend : public Backend {
   std::vector<std::unique_ptr<Store>> worker_stores_;
   std::vector<Tensor> worker_scratch_;  // used only by its worker
   std::shared_ptr<gloo::Context> p2p_context_;
+  std::unique_ptr<shm::ShmGroup> shm_;
+  std::string shm_status_;
 
   std::atomic<bool> op_failed_{false};  // some collective failed (not cancelled)
   std::mutex seq_mu_;

@@ -18,6 +18,7 @@
 #include "process_group/gloo/reduce_kernels.h"
 #include "process_group/gloo/reduce_scatter_ring.h"
 #include "process_group/gloo/sync_collectives.h"
+#include "process_group/shm/collectives.h"
 
 namespace ddpx {
 namespace {
@@ -35,7 +36,10 @@ std::shared_ptr<Work> GlooBackend::broadcast(const TensorList& tensors,
         const Tensor& main =
             rank() == opts.root_rank ? tensors[opts.root_tensor] : tensors[0];
         auto sync = sync_context_for(c);
-        if (main.nbytes() > 0 && sync != nullptr &&
+        if (c.shm != nullptr) {
+          throw_if_error(shm::broadcast(*c.shm, main.data(), main.nbytes(), opts.root_rank,
+                                        shm::Deadline::after(c.timeout)));
+        } else if (main.nbytes() > 0 && sync != nullptr &&
             broadcast_runs_on_sync_pairs(main.nbytes(), sync_limits_)) {
           broadcast_classic(sync, main.data(), main.nbytes(), opts.root_rank);
         } else if (main.nbytes() > 0) {
@@ -68,7 +72,10 @@ std::shared_ptr<Work> GlooBackend::reduce(const TensorList& tensors,
         for (const Tensor& t : tensors) {  // several local tensors: reduce them first
           if (t.data() != target.data()) fn(target.data(), target.data(), t.data(), n);
         }
-        visit_dtype(target.dtype(), [&](auto zero) {
+        if (c.shm != nullptr) {
+          throw_if_error(shm::reduce(*c.shm, target.data(), n, shm_reduction(target.dtype(), opts.op),
+                                     opts.root_rank, shm::Deadline::after(c.timeout)));
+        } else visit_dtype(target.dtype(), [&](auto zero) {
           using T = decltype(zero);
           gloo::ReduceOptions o(c.context);
           o.setOutput<T>(static_cast<T*>(target.data()), n);
@@ -87,6 +94,11 @@ std::shared_ptr<Work> GlooBackend::reduce(const TensorList& tensors,
 
 void GlooBackend::allgather_bytes(const OpContext& c, const void* in, void* out,
                                   size_t nbytes_per_rank, uint32_t tag) const {
+  if (c.shm != nullptr) {
+    throw_if_error(shm::allgather(*c.shm, in, out, nbytes_per_rank,
+                                  shm::Deadline::after(c.timeout)));
+    return;
+  }
   auto sync = sync_context_for(c);
   if (sync != nullptr && allgather_runs_on_sync_pairs(nbytes_per_rank, size(), sync_limits_)) {
     allgather_classic(sync, in, out, nbytes_per_rank);
@@ -168,6 +180,7 @@ bool GlooBackend::reduce_scatter_uses_classic(const Tensor& output,
 int64_t GlooBackend::reduce_scatter_scratch(const void* input, const Tensor& output,
                                             const OpContext& c) const {
   const int64_t count = output.numel();
+  if (c.shm != nullptr) return 0;  // it stages through the channel
   if (reduce_scatter_uses_classic(output, c)) return count * size();
   int64_t elements = size() > 2 ? count : 0;
   if (input != nullptr &&
@@ -182,6 +195,13 @@ void GlooBackend::reduce_scatter_on_worker(const void* input, const Tensor& outp
                                            uint32_t tag, uint8_t* scratch) const {
   const size_t count = static_cast<size_t>(output.numel());
   if (count == 0) return;
+  if (c.shm != nullptr) {
+    throw_if_error(shm::reduce_scatter(*c.shm, input, output.data(), count,
+                                       shm_reduction(output.dtype(), op),
+                                       shm::Deadline::after(c.timeout)));
+    if (op == ReduceOp::AVG) divide_in_place(output.data(), count, output.dtype(), size());
+    return;
+  }
   const size_t chunk_bytes = output.nbytes();
   ReduceScatterCall call;
   call.context = c.context;

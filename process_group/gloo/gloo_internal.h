@@ -2,9 +2,11 @@
 #ifndef DDPX_PROCESS_GROUP_GLOO_GLOO_INTERNAL_H_
 #define DDPX_PROCESS_GROUP_GLOO_GLOO_INTERNAL_H_
 
+#include <exception>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "process_group/tensor.h"
 #include "process_group/work.h"
 
@@ -27,6 +29,23 @@ void* contiguous_span(const TensorList& tensors);
 // memcpy of a tensor's bytes; both sides CPU, sizes already validated.
 void copy_bytes(void* dst, const Tensor& src);
 void copy_bytes(const Tensor& dst, const void* src);
+
+// A failure with its Status already decided (the shared-memory path's),
+// thrown out of an op body like Gloo's exceptions; enqueue() passes the
+// status on with the op's name in front.
+class StatusError : public std::exception {
+ public:
+  explicit StatusError(absl::Status status) : status_(std::move(status)) {}
+  const absl::Status& status() const { return status_; }
+  const char* what() const noexcept override { return "ddpx::StatusError"; }
+
+ private:
+  absl::Status status_;
+};
+
+inline void throw_if_error(absl::Status status) {
+  if (!status.ok()) throw StatusError(std::move(status));
+}
 
 }  // namespace ddpx
 

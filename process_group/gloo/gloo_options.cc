@@ -78,6 +78,15 @@ absl::StatusOr<GlooOptions> GlooOptions::from_env() {
     }
     options.sync_max_bytes = static_cast<size_t>(n);
   }
+  std::string shm = env_or_empty("DDPX_SHM");
+  if (shm == "0") {
+    options.shared_memory = false;
+  } else if (shm == "1") {
+    options.shared_memory = true;
+  } else if (!shm.empty()) {
+    return absl::InvalidArgumentError("DDPX_SHM must be 0 (TCP only) or 1 (shared memory "
+                                      "between ranks on one host), got '" + shm + "'");
+  }
   return options;
 }
 

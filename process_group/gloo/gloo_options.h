@@ -33,10 +33,19 @@ struct GlooOptions {
   // kSyncPairMaxMessageBytes; 0 turns it off (and saves the extra contexts'
   // sockets).
   size_t sync_max_bytes = kSyncPairMaxMessageBytes;
+  // A group whose ranks all share a host (host_identity.h) runs allreduce,
+  // allreduce_coalesced, broadcast, reduce, allgather, allgather_into_tensor,
+  // reduce_scatter, reduce_scatter_tensor and barrier through shared memory
+  // (process_group/shm/, docs/process_group.md); the other ops, and every op
+  // of a group that spans hosts or could not set up its segments, use TCP.
+  bool shared_memory = true;
+  // Each worker's staging area there: shm_slots slots of shm_slot_bytes.
+  int shm_slots = 4;
+  size_t shm_slot_bytes = 256 << 10;
 
   // Defaults overridden by DDPX_GLOO_SOCKET_IFNAME, DDPX_GLOO_HOSTNAME,
-  // DDPX_GLOO_NUM_WORKERS, DDPX_GLOO_ALLREDUCE_ALGORITHM and
-  // DDPX_GLOO_SYNC_MAX_BYTES.
+  // DDPX_GLOO_NUM_WORKERS, DDPX_GLOO_ALLREDUCE_ALGORITHM,
+  // DDPX_GLOO_SYNC_MAX_BYTES and DDPX_SHM (0 turns shared memory off, 1 on).
   // A malformed value is an error naming the variable.
   static absl::StatusOr<GlooOptions> from_env();
 };

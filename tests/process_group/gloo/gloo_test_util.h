@@ -23,10 +23,14 @@
 namespace ddpx {
 namespace testing {
 
+// TCP only: these tests pin the Gloo paths; tests/process_group/shm/ pins
+// the shared-memory one (which a backend would take here, every rank being
+// on this host).
 inline GlooOptions local_options(int num_workers = 2) {
   GlooOptions o;
   o.hostname = "127.0.0.1";
   o.num_workers = num_workers;
+  o.shared_memory = false;
   return o;
 }
 

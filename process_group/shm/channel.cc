@@ -1,0 +1,145 @@
+#include "process_group/shm/channel.h"
+
+#include <immintrin.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+
+#include "absl/strings/str_cat.h"
+
+namespace ddpx {
+namespace shm {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long one futex sleep lasts at most: the deadline and the peer's
+// liveness are checked between sleeps.
+constexpr std::chrono::milliseconds kSleepSlice{20};
+
+// Futexes on MAP_SHARED memory must not use FUTEX_PRIVATE_FLAG: the waiter
+// and the waker are different processes.
+void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, std::chrono::nanoseconds for_at_most) {
+  timespec ts{static_cast<time_t>(for_at_most.count() / 1'000'000'000),
+              static_cast<long>(for_at_most.count() % 1'000'000'000)};
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
+}
+
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+bool process_exited(const PeerProcess& peer) {
+  return peer.same_pid_namespace && peer.pid != 0 &&
+         kill(static_cast<pid_t>(peer.pid), 0) != 0 && errno == ESRCH;
+}
+
+}  // namespace
+
+WaitPolicy WaitPolicy::for_load(int local_ranks, int cpus) {
+  WaitPolicy p;
+  if (local_ranks > cpus) {
+    p.spin = std::chrono::microseconds(2);
+    p.yield = std::chrono::microseconds(200);
+  }
+  return p;
+}
+
+Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
+                 std::vector<std::vector<uint8_t*>> slots, size_t slot_bytes,
+                 std::vector<PeerProcess> peers, WaitPolicy policy)
+    : rank_(rank),
+      size_(size),
+      controls_(std::move(controls)),
+      slots_(std::move(slots)),
+      slot_bytes_(slot_bytes),
+      peers_(std::move(peers)),
+      policy_(policy),
+      slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0) {}
+
+absl::Status Channel::health() const { return broken_; }
+
+absl::Status Channel::fail(absl::Status status) {
+  if (broken_.ok()) broken_ = status;
+  return status;
+}
+
+absl::Status Channel::acquire_slot(bool will_write, const Deadline& deadline, int* slot) {
+  *slot = static_cast<int>(chunks_++ % slot_free_after_.size());
+  if (!will_write) return absl::OkStatus();
+  return wait_all(slot_free_after_[*slot], deadline);
+}
+
+uint32_t Channel::post() {
+  ChannelControl* own = controls_[rank_];
+  ++steps_;
+  // seq_cst store, then the load of `sleepers`: a peer that counted itself
+  // in before reading the counter either saw this value or gets woken.
+  own->signal.value.store(steps_, std::memory_order_seq_cst);
+  if (own->sleepers.value.load(std::memory_order_seq_cst) != 0) {
+    futex_wake_all(&own->signal.value);
+  }
+  return steps_;
+}
+
+bool Channel::reached(int peer, uint32_t step) const {
+  const uint32_t now = controls_[peer]->signal.value.load(std::memory_order_acquire);
+  return static_cast<int32_t>(now - step) >= 0;
+}
+
+absl::Status Channel::wait_for(int peer, uint32_t step, const Deadline& deadline) {
+  if (reached(peer, step)) return absl::OkStatus();
+  if (!broken_.ok()) return broken_;
+  const Clock::time_point start = Clock::now();
+  for (unsigned i = 1;; ++i) {
+    if (reached(peer, step)) return absl::OkStatus();
+    _mm_pause();
+    if ((i & 63) == 0 && Clock::now() - start >= policy_.spin) break;
+  }
+  while (Clock::now() - start < policy_.yield) {
+    if (reached(peer, step)) return absl::OkStatus();
+    sched_yield();
+  }
+  std::atomic<uint32_t>& signal = controls_[peer]->signal.value;
+  std::atomic<uint32_t>& sleepers = controls_[peer]->sleepers.value;
+  for (;;) {
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline.at) {
+      return fail(absl::DeadlineExceededError(absl::StrCat(
+          "timed out after ", deadline.timeout.count(), " ms on the shared-memory path: no step ",
+          step, " from rank ", peer, " (it is at step ",
+          signal.load(std::memory_order_relaxed), "; stopped, hung or in another op)")));
+    }
+    sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = signal.load(std::memory_order_seq_cst);
+    if (static_cast<int32_t>(seen - step) < 0) {
+      futex_wait(&signal, seen, std::min<Clock::duration>(deadline.at - now, kSleepSlice));
+    }
+    sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (reached(peer, step)) return absl::OkStatus();
+    if (process_exited(peers_[peer])) {
+      return fail(absl::UnavailableError(absl::StrCat(
+          "rank ", peer, " (pid ", peers_[peer].pid,
+          ") exited during the op on the shared-memory path (timeout ",
+          deadline.timeout.count(), " ms)")));
+    }
+  }
+}
+
+absl::Status Channel::wait_all(uint32_t step, const Deadline& deadline) {
+  for (int k = 1; k < size_; ++k) {
+    absl::Status s = wait_for((rank_ + k) % size_, step, deadline);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace shm
+}  // namespace ddpx

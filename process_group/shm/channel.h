@@ -1,0 +1,109 @@
+// The synchronization protocol of one shared-memory channel: every rank of
+// the group owns a step counter in its own segment and a set of staging
+// slots, and reads (never writes) its peers'.
+//
+// Every rank runs the same ops on a channel in the same order (the channel
+// belongs to one backend worker, which runs its ops one at a time in
+// sequence order), and each op posts the same number of steps on every
+// rank. So a rank that has posted its n-th step waits for "peer p has
+// posted its n-th step" by comparing p's counter with its own: no message
+// is ever exchanged, only counters compared.
+//
+// A slot is written only by its owner, and only once every peer has posted
+// the step that ends its last read of it (acquire_slot); a peer reads a slot
+// only after the owner posted the step that ends the write. Counters only
+// grow and each has a single writer, so no value can tear, and no wait can
+// be for a step its owner will not reach unless that owner stops (dies,
+// hangs, or runs a different op): those waits end at the op's deadline.
+#ifndef DDPX_PROCESS_GROUP_SHM_CHANNEL_H_
+#define DDPX_PROCESS_GROUP_SHM_CHANNEL_H_
+
+#include <chrono>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "process_group/shm/layout.h"
+
+namespace ddpx {
+namespace shm {
+
+// When an op gives up, and how to say so.
+struct Deadline {
+  std::chrono::steady_clock::time_point at;
+  std::chrono::milliseconds timeout;
+  static Deadline after(std::chrono::milliseconds timeout) {
+    return {std::chrono::steady_clock::now() + timeout, timeout};
+  }
+};
+
+// How long a waiter spins, then yields, before it sleeps on the futex.
+// With more ranks than cores a spinning waiter takes the core the peer it
+// waits for needs, so it spins briefly and yields at once.
+struct WaitPolicy {
+  std::chrono::nanoseconds spin{50'000};
+  std::chrono::nanoseconds yield{1'000'000};
+  // The policy for `local_ranks` ranks on a host whose process may run on
+  // `cpus` CPUs.
+  static WaitPolicy for_load(int local_ranks, int cpus);
+};
+
+// A peer's process, for telling "exited" from "slow" while waiting.
+struct PeerProcess {
+  uint32_t pid = 0;
+  bool same_pid_namespace = false;  // only then is `pid` meaningful here
+};
+
+class Channel {
+ public:
+  // controls[r] and slots[r][s] point into rank r's mapped segment.
+  Channel(int rank, int size, std::vector<ChannelControl*> controls,
+          std::vector<std::vector<uint8_t*>> slots, size_t slot_bytes,
+          std::vector<PeerProcess> peers, WaitPolicy policy);
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  size_t slot_bytes() const { return slot_bytes_; }
+
+  // Ok, or the failure that left this channel out of step with its peers
+  // (every later op fails with it).
+  absl::Status health() const;
+
+  // Picks the slot of the next chunk. When this rank will write it, first
+  // waits until every peer finished reading it.
+  absl::Status acquire_slot(bool will_write, const Deadline& deadline, int* slot);
+  // The chunk in `slot` is done once every rank has posted `step`.
+  void release_slot(int slot, uint32_t step) { slot_free_after_[slot] = step; }
+  uint8_t* slot(int owner, int slot) const { return slots_[owner][slot]; }
+
+  // Completes this rank's next step and wakes peers asleep on it; returns
+  // the step's number.
+  uint32_t post();
+  // Waits until `peer` has posted `step`.
+  absl::Status wait_for(int peer, uint32_t step, const Deadline& deadline);
+  // Waits until every peer has posted `step`.
+  absl::Status wait_all(uint32_t step, const Deadline& deadline);
+
+ private:
+  bool reached(int peer, uint32_t step) const;
+  absl::Status fail(absl::Status status);
+
+  const int rank_;
+  const int size_;
+  const std::vector<ChannelControl*> controls_;
+  const std::vector<std::vector<uint8_t*>> slots_;
+  const size_t slot_bytes_;
+  const std::vector<PeerProcess> peers_;
+  const WaitPolicy policy_;
+
+  uint32_t steps_ = 0;  // this rank's counter (its own copy)
+  uint64_t chunks_ = 0;
+  std::vector<uint32_t> slot_free_after_;
+  absl::Status broken_;
+};
+
+}  // namespace shm
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_SHM_CHANNEL_H_

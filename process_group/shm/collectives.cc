@@ -1,0 +1,203 @@
+#include "process_group/shm/collectives.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace ddpx {
+namespace shm {
+namespace {
+
+#define RETURN_IF_ERROR(expr)              \
+  do {                                     \
+    absl::Status status_ = (expr);         \
+    if (!status_.ok()) return status_;     \
+  } while (false)
+
+uint8_t* at(void* base, size_t offset) { return static_cast<uint8_t*>(base) + offset; }
+const uint8_t* at(const void* base, size_t offset) {
+  return static_cast<const uint8_t*>(base) + offset;
+}
+
+// Part j of a chunk of `count` elements split between `n` ranks: parts start
+// on cache-line boundaries, so two ranks never write one line.
+struct Parts {
+  size_t per_part;  // elements
+  size_t count;
+  Parts(size_t count, int n, size_t element_bytes) : count(count) {
+    const size_t line = std::max<size_t>(1, kCacheLine / element_bytes);
+    per_part = round_up((count + n - 1) / n, line);
+  }
+  size_t begin(int j) const { return std::min(count, j * per_part); }
+  size_t end(int j) const { return std::min(count, (j + 1) * per_part); }
+};
+
+absl::Status allreduce_small(Channel& ch, void* data, size_t count, Reduction r,
+                             const Deadline& deadline) {
+  const size_t nbytes = count * r.element_bytes;
+  int s;
+  RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &s));
+  memcpy(ch.slot(ch.rank(), s), data, nbytes);
+  const uint32_t copied = ch.post();
+  RETURN_IF_ERROR(ch.wait_all(copied, deadline));
+  r.fn(data, ch.slot(0, s), ch.slot(1, s), count);
+  for (int k = 2; k < ch.size(); ++k) r.fn(data, data, ch.slot(k, s), count);
+  ch.release_slot(s, ch.post());
+  return absl::OkStatus();
+}
+
+// One chunk of the split reduction; every rank copies the result out when
+// `copy_out`, else only `root` does.
+absl::Status reduce_chunk(Channel& ch, uint8_t* data, size_t count, Reduction r, bool copy_out,
+                          const Deadline& deadline) {
+  const int me = ch.rank(), n = ch.size();
+  const size_t e = r.element_bytes;
+  const Parts parts(count, n, e);
+  const size_t lo = parts.begin(me), hi = parts.end(me);
+  int s;
+  RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &s));
+  uint8_t* mine = ch.slot(me, s);
+  // The peers' parts only: this rank reduces its own part from `data`.
+  memcpy(mine, data, lo * e);
+  memcpy(mine + hi * e, data + hi * e, (count - hi) * e);
+  const uint32_t copied = ch.post();
+  if (hi > lo) {
+    for (int k = 1; k < n; ++k) {
+      const int peer = (me + k) % n;
+      RETURN_IF_ERROR(ch.wait_for(peer, copied, deadline));
+      r.fn(mine + lo * e, k == 1 ? data + lo * e : mine + lo * e, ch.slot(peer, s) + lo * e,
+           hi - lo);
+    }
+  }
+  const uint32_t reduced = ch.post();
+  if (copy_out) {
+    for (int k = 0; k < n; ++k) {
+      const int owner = (me + k) % n;
+      const size_t b = parts.begin(owner), len = parts.end(owner) - b;
+      if (len == 0) continue;
+      if (owner != me) RETURN_IF_ERROR(ch.wait_for(owner, reduced, deadline));
+      memcpy(data + b * e, ch.slot(owner, s) + b * e, len * e);
+    }
+  }
+  ch.release_slot(s, ch.post());
+  return absl::OkStatus();
+}
+
+absl::Status reduce_in_chunks(Channel& ch, void* data, size_t count, Reduction r, int root,
+                              const Deadline& deadline) {
+  const size_t per_chunk = std::max<size_t>(1, ch.slot_bytes() / r.element_bytes);
+  for (size_t offset = 0; offset < count; offset += per_chunk) {
+    RETURN_IF_ERROR(reduce_chunk(ch, at(data, offset * r.element_bytes),
+                                 std::min(per_chunk, count - offset), r,
+                                 root < 0 || root == ch.rank(), deadline));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status allreduce(Channel& ch, void* data, size_t count, Reduction r,
+                       const Deadline& deadline, size_t small_max_bytes) {
+  RETURN_IF_ERROR(ch.health());
+  if (count == 0 || ch.size() == 1) return absl::OkStatus();
+  const size_t nbytes = count * r.element_bytes;
+  if (nbytes <= std::min(small_max_bytes, ch.slot_bytes())) {
+    return allreduce_small(ch, data, count, r, deadline);
+  }
+  return reduce_in_chunks(ch, data, count, r, /*root=*/-1, deadline);
+}
+
+absl::Status reduce(Channel& ch, void* data, size_t count, Reduction r, int root,
+                    const Deadline& deadline) {
+  RETURN_IF_ERROR(ch.health());
+  if (count == 0 || ch.size() == 1) return absl::OkStatus();
+  return reduce_in_chunks(ch, data, count, r, root, deadline);
+}
+
+absl::Status broadcast(Channel& ch, void* data, size_t nbytes, int root,
+                       const Deadline& deadline) {
+  RETURN_IF_ERROR(ch.health());
+  if (ch.size() == 1) return absl::OkStatus();
+  const bool is_root = ch.rank() == root;
+  for (size_t offset = 0; offset < nbytes; offset += ch.slot_bytes()) {
+    const size_t len = std::min(ch.slot_bytes(), nbytes - offset);
+    int s;
+    RETURN_IF_ERROR(ch.acquire_slot(is_root, deadline, &s));
+    if (is_root) memcpy(ch.slot(root, s), at(data, offset), len);
+    const uint32_t written = ch.post();
+    if (!is_root) {
+      RETURN_IF_ERROR(ch.wait_for(root, written, deadline));
+      memcpy(at(data, offset), ch.slot(root, s), len);
+    }
+    ch.release_slot(s, ch.post());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status allgather(Channel& ch, const void* in, void* out, size_t nbytes,
+                       const Deadline& deadline) {
+  RETURN_IF_ERROR(ch.health());
+  const int me = ch.rank(), n = ch.size();
+  memmove(at(out, me * nbytes), in, nbytes);
+  for (size_t offset = 0; offset < nbytes && n > 1; offset += ch.slot_bytes()) {
+    const size_t len = std::min(ch.slot_bytes(), nbytes - offset);
+    int s;
+    RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &s));
+    memcpy(ch.slot(me, s), at(out, me * nbytes + offset), len);
+    const uint32_t written = ch.post();
+    for (int k = 1; k < n; ++k) {
+      const int peer = (me + k) % n;
+      RETURN_IF_ERROR(ch.wait_for(peer, written, deadline));
+      memcpy(at(out, peer * nbytes + offset), ch.slot(peer, s), len);
+    }
+    ch.release_slot(s, ch.post());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status reduce_scatter(Channel& ch, const void* in, void* out, size_t count, Reduction r,
+                            const Deadline& deadline) {
+  RETURN_IF_ERROR(ch.health());
+  const int me = ch.rank(), n = ch.size();
+  const size_t e = r.element_bytes;
+  if (n == 1) {
+    memmove(out, in, count * e);
+    return absl::OkStatus();
+  }
+  const size_t per_chunk = std::max<size_t>(1, ch.slot_bytes() / (n * e));
+  const uint8_t* own_block = at(in, me * count * e);
+  const bool own_block_overlaps_out = at(out, 0) < own_block + count * e &&
+                                      own_block < at(out, count * e);
+  for (size_t offset = 0; offset < count; offset += per_chunk) {
+    const size_t len = std::min(per_chunk, count - offset);
+    int s;
+    RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &s));
+    // Block j of this chunk at j * len: the peers' blocks, and this rank's
+    // own too where the output overlaps it (the reduction writes there).
+    uint8_t* mine = ch.slot(me, s);
+    for (int j = 0; j < n; ++j) {
+      if (j != me || own_block_overlaps_out) {
+        memcpy(mine + j * len * e, at(in, (j * count + offset) * e), len * e);
+      }
+    }
+    const uint32_t written = ch.post();
+    RETURN_IF_ERROR(ch.wait_all(written, deadline));
+    auto block = [&](int rank) -> const void* {
+      return rank == me && !own_block_overlaps_out ? at(in, (me * count + offset) * e)
+                                                   : ch.slot(rank, s) + me * len * e;
+    };
+    uint8_t* dst = at(out, offset * e);
+    r.fn(dst, block(0), block(1), len);
+    for (int k = 2; k < n; ++k) r.fn(dst, dst, block(k), len);
+    ch.release_slot(s, ch.post());
+  }
+  return absl::OkStatus();
+}
+
+absl::Status barrier(Channel& ch, const Deadline& deadline) {
+  RETURN_IF_ERROR(ch.health());
+  if (ch.size() == 1) return absl::OkStatus();
+  return ch.wait_all(ch.post(), deadline);
+}
+
+}  // namespace shm
+}  // namespace ddpx

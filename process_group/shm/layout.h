@@ -1,0 +1,73 @@
+// The layout of one rank's shared-memory segment. Every field is written by
+// the segment's owner only, except `sleepers`, which the peers waiting on
+// the owner's signal count up and down.
+//
+//   [SegmentHeader][ChannelControl x num_channels][slots of channel 0][slots of channel 1]...
+//
+// A channel is the staging area of one backend worker: `num_slots` slots of
+// `slot_bytes` each, used in turn by consecutive chunks of that worker's ops.
+#ifndef DDPX_PROCESS_GROUP_SHM_LAYOUT_H_
+#define DDPX_PROCESS_GROUP_SHM_LAYOUT_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+namespace ddpx {
+namespace shm {
+
+inline constexpr uint64_t kSegmentMagic = 0x6464707873686d31ULL;  // "ddpxshm1"
+inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr size_t kCacheLine = 64;
+inline constexpr size_t kPage = 4096;
+
+struct SegmentHeader {
+  uint64_t magic;
+  uint32_t version;
+  uint32_t rank;
+  uint32_t world_size;
+  uint32_t num_channels;
+  uint32_t num_slots;
+  uint32_t pid;            // the owner, for a quicker verdict when it dies
+  uint64_t slot_bytes;
+  uint64_t pid_namespace;  // inode of the owner's /proc/self/ns/pid
+};
+
+// One 32-bit word per cache line: a futex needs 32 bits, and words that
+// different ranks write must not share a line.
+struct alignas(kCacheLine) PaddedWord {
+  std::atomic<uint32_t> value;
+};
+static_assert(sizeof(PaddedWord) == kCacheLine, "one word per cache line");
+static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words");
+
+struct ChannelControl {
+  // How many steps the owner has completed on this channel (wraps).
+  PaddedWord signal;
+  // Peers asleep in futex_wait on `signal`; the owner wakes them only then.
+  PaddedWord sleepers;
+};
+
+inline size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+struct Layout {
+  uint32_t num_channels;
+  uint32_t num_slots;
+  size_t slot_bytes;  // a multiple of kPage
+
+  size_t control_offset(uint32_t channel) const {
+    return round_up(sizeof(SegmentHeader), kCacheLine) + channel * sizeof(ChannelControl);
+  }
+  size_t slots_offset() const {
+    return round_up(control_offset(num_channels), kPage);
+  }
+  size_t slot_offset(uint32_t channel, uint32_t slot) const {
+    return slots_offset() + (static_cast<size_t>(channel) * num_slots + slot) * slot_bytes;
+  }
+  size_t total_bytes() const { return slot_offset(num_channels, 0); }
+};
+
+}  // namespace shm
+}  // namespace ddpx
+
+#endif  // DDPX_PROCESS_GROUP_SHM_LAYOUT_H_

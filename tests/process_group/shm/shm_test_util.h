@@ -1,0 +1,25 @@
+// GlooBackends on the shared-memory path: ranks as threads of this process
+// (which share its host, so the backend picks shared memory by itself).
+#ifndef DDPX_TESTS_PROCESS_GROUP_SHM_SHM_TEST_UTIL_H_
+#define DDPX_TESTS_PROCESS_GROUP_SHM_SHM_TEST_UTIL_H_
+
+#include "process_group/gloo/gloo_backend.h"
+#include "tests/process_group/gloo/gloo_test_util.h"
+
+namespace ddpx {
+namespace testing {
+
+// Small slots, so that a message of a few KiB already streams through
+// several chunks and wraps around the slots.
+inline GlooOptions shm_options(size_t slot_bytes = 4096, int slots = 2) {
+  GlooOptions o = local_options();
+  o.shared_memory = true;
+  o.shm_slot_bytes = slot_bytes;
+  o.shm_slots = slots;
+  return o;
+}
+
+}  // namespace testing
+}  // namespace ddpx
+
+#endif  // DDPX_TESTS_PROCESS_GROUP_SHM_SHM_TEST_UTIL_H_
