@@ -26,6 +26,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_split.h"
 #include "examples/benchmarks/collective_bench_raw.h"
+#include "examples/benchmarks/collective_bench_shm.h"
 #include "examples/benchmarks/fork_ranks.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
@@ -39,9 +40,12 @@
 
 ABSL_FLAG(int, nproc, 2, "ranks (forked processes)");
 ABSL_FLAG(std::string, ops,
-          "allreduce,broadcast,reduce,allgather,reduce_scatter,gather,scatter,"
+          "shm,allreduce,broadcast,reduce,allgather,reduce_scatter,gather,scatter,"
           "alltoall,barrier,coalesced",
           "comma-separated ops to run");
+ABSL_FLAG(std::string, mpi_anchor, "examples/benchmarks/mpi_allreduce_anchor",
+          "the Open MPI anchor of the shm sweep (run with mpirun; the default is its path "
+          "under `bazel run`); empty: no anchor");
 ABSL_FLAG(int64_t, min_bytes, 8, "smallest message");
 ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 5, "timed rounds per point (the median call of all is kept)");
@@ -487,8 +491,19 @@ int run_rank(int rank, int nproc, int port) {
   options.hostname = "127.0.0.1";
   options.num_workers = absl::GetFlag(FLAGS_workers);
   options.sync_max_bytes = static_cast<size_t>(absl::GetFlag(FLAGS_sync_max_bytes));
+  // "ours" is the TCP path (what the Gloo comparisons below are about); the
+  // shm sweep adds the shared-memory path beside it.
+  options.shared_memory = false;
   auto ours = GlooBackend::create(shared, rank, nproc, std::chrono::seconds(120), options);
   if (!ours.ok()) die(ours.status().ToString());
+  std::vector<std::string> ops = absl::StrSplit(absl::GetFlag(FLAGS_ops), ',');
+  std::shared_ptr<GlooBackend> shm;
+  if (std::find(ops.begin(), ops.end(), "shm") != ops.end()) {
+    options.shared_memory = true;
+    auto created = GlooBackend::create(shared, rank, nproc, std::chrono::seconds(120), options);
+    if (!created.ok()) die(created.status().ToString());
+    shm = *created;
+  }
 
   std::shared_ptr<gloo::Context> raw = connect_raw(rank, nproc, "raw", shared);
   std::shared_ptr<gloo::Context> control = connect_raw(rank, nproc, "control", shared);
@@ -499,11 +514,25 @@ int run_rank(int rank, int nproc, int port) {
   if (rank == 0) {
     printf("collective_bench: %d ranks (processes), float32, Gloo TCP on 127.0.0.1\n", nproc);
     printf("ratio = raw Gloo time / our time (>1: ours faster); GB/s are ours\n");
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) == 3) printf("load average: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
   }
-  std::vector<std::string> ops = absl::StrSplit(absl::GetFlag(FLAGS_ops), ',');
   bool header = false;
   for (const std::string& op : ops) {
-    if (op == "allreduce") {
+    if (op == "shm") {
+      ShmSweepOptions o;
+      o.sizes = sizes();
+      if (std::find(o.sizes.begin(), o.sizes.end(), 1 << 20) == o.sizes.end() &&
+          o.sizes.back() >= (1 << 20)) {
+        o.sizes.push_back(1 << 20);
+        std::sort(o.sizes.begin(), o.sizes.end());
+      }
+      o.rounds = absl::GetFlag(FLAGS_rounds);
+      o.round_ms = absl::GetFlag(FLAGS_round_ms);
+      o.mpi_anchor = absl::GetFlag(FLAGS_mpi_anchor);
+      auto keys = bench_shm_vs_mpi(rank, nproc, *shm, *job.ours, *job.raw, o);
+      results.result.insert(keys.begin(), keys.end());
+    } else if (op == "allreduce") {
       bench_allreduce(job, results);
     } else if (op == "coalesced") {
       bench_coalesced(job, results);
@@ -533,8 +562,12 @@ int run_rank(int rank, int nproc, int port) {
     if (std::isfinite(results.allreduce_min_vs_default)) {
       results.result["allreduce_min_vs_gloo_default"] = results.allreduce_min_vs_default;
     }
+    double load[3] = {0, 0, 0};
+    if (getloadavg(load, 3) == 3) printf("# load average at the end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
     printf("RESULT nproc=%d", nproc);
-    for (const char* key : {"allreduce_64MiB_vs_gloo", "allreduce_64MiB_vs_gloo_default",
+    const std::string shm_vs_tcp = "shm" + std::to_string(nproc) + "_vs_tcp" + std::to_string(nproc) + "_min";
+    for (const char* key : {"shm_vs_mpi_min", "shm_vs_mpi_geomean", "shm_1MiB_vs_tcp",
+                            "shm_64MiB_vs_memcpy", shm_vs_tcp.c_str(),"allreduce_64MiB_vs_gloo", "allreduce_64MiB_vs_gloo_default",
                             "allreduce_64MiB_vs_gloo_sync", "allreduce_min_vs_gloo_default",
                             "allreduce_8B_latency_vs_gloo",
                             "allreduce_8B_latency_vs_gloo_sync",
@@ -548,6 +581,7 @@ int run_rank(int rank, int nproc, int port) {
     fflush(stdout);
   }
   job.ours.reset();
+  shm.reset();
   return 0;
 }
 

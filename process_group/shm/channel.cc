@@ -66,9 +66,26 @@ Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
 
 absl::Status Channel::health() const { return broken_; }
 
-absl::Status Channel::fail(absl::Status status) {
-  if (broken_.ok()) broken_ = status;
+absl::Status Channel::fail(absl::Status status, int culprit) {
+  if (broken_.ok()) {
+    broken_ = status;
+    ChannelControl* own = controls_[rank_];
+    own->abandoned.value.store(culprit < 0 ? kNoCulprit : static_cast<uint32_t>(culprit) + 1,
+                               std::memory_order_seq_cst);
+    futex_wake_all(&own->signal.value);
+  }
   return status;
+}
+
+absl::Status Channel::give_up_if_abandoned(int peer, const Deadline& deadline) {
+  const uint32_t word = controls_[peer]->abandoned.value.load(std::memory_order_acquire);
+  if (word == 0) return absl::OkStatus();
+  const bool known = word != kNoCulprit;
+  return fail(absl::UnavailableError(absl::StrCat(
+                  "rank ", peer, " gave up on the shared-memory path",
+                  known ? absl::StrCat(" while it waited for rank ", word - 1) : "",
+                  " (timeout ", deadline.timeout.count(), " ms)")),
+              known ? static_cast<int>(word - 1) : peer);
 }
 
 absl::Status Channel::acquire_slot(bool will_write, const Deadline& deadline, int* slot) {
@@ -107,15 +124,18 @@ absl::Status Channel::wait_for(int peer, uint32_t step, const Deadline& deadline
     if (reached(peer, step)) return absl::OkStatus();
     sched_yield();
   }
+  if (absl::Status s = give_up_if_abandoned(peer, deadline); !s.ok()) return s;
   std::atomic<uint32_t>& signal = controls_[peer]->signal.value;
   std::atomic<uint32_t>& sleepers = controls_[peer]->sleepers.value;
   for (;;) {
     const Clock::time_point now = Clock::now();
     if (now >= deadline.at) {
       return fail(absl::DeadlineExceededError(absl::StrCat(
-          "timed out after ", deadline.timeout.count(), " ms on the shared-memory path: no step ",
-          step, " from rank ", peer, " (it is at step ",
-          signal.load(std::memory_order_relaxed), "; stopped, hung or in another op)")));
+                      "timed out after ", deadline.timeout.count(),
+                      " ms on the shared-memory path: no step ", step, " from rank ", peer,
+                      " (it is at step ", signal.load(std::memory_order_relaxed),
+                      "; stopped, hung or in another op)")),
+                  peer);
     }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = signal.load(std::memory_order_seq_cst);
@@ -124,11 +144,13 @@ absl::Status Channel::wait_for(int peer, uint32_t step, const Deadline& deadline
     }
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(peer, step)) return absl::OkStatus();
+    if (absl::Status s = give_up_if_abandoned(peer, deadline); !s.ok()) return s;
     if (process_exited(peers_[peer])) {
       return fail(absl::UnavailableError(absl::StrCat(
-          "rank ", peer, " (pid ", peers_[peer].pid,
-          ") exited during the op on the shared-memory path (timeout ",
-          deadline.timeout.count(), " ms)")));
+                      "rank ", peer, " (pid ", peers_[peer].pid,
+                      ") exited during the op on the shared-memory path (timeout ",
+                      deadline.timeout.count(), " ms)")),
+                  peer);
     }
   }
 }

@@ -14,7 +14,10 @@
 // only after the owner posted the step that ends the write. Counters only
 // grow and each has a single writer, so no value can tear, and no wait can
 // be for a step its owner will not reach unless that owner stops (dies,
-// hangs, or runs a different op): those waits end at the op's deadline.
+// hangs, or runs a different op): those waits end at the op's deadline, or
+// sooner when the owner's process is gone or it gave up on the channel
+// itself (ChannelControl::abandoned), so a failure spreads to every rank at
+// once and each names the rank it was waiting for.
 #ifndef DDPX_PROCESS_GROUP_SHM_CHANNEL_H_
 #define DDPX_PROCESS_GROUP_SHM_CHANNEL_H_
 
@@ -87,7 +90,13 @@ class Channel {
 
  private:
   bool reached(int peer, uint32_t step) const;
-  absl::Status fail(absl::Status status);
+  // Keeps `status` as this channel's failure and tells the peers (their
+  // waits on this rank end at once), naming `culprit`, the rank this one
+  // waited for.
+  absl::Status fail(absl::Status status, int culprit);
+  // When `peer` gave up on the channel, fails this rank's too (naming the
+  // rank that peer waited for) and returns the error; else ok.
+  absl::Status give_up_if_abandoned(int peer, const Deadline& deadline);
 
   const int rank_;
   const int size_;

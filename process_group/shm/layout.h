@@ -46,7 +46,12 @@ struct ChannelControl {
   PaddedWord signal;
   // Peers asleep in futex_wait on `signal`; the owner wakes them only then.
   PaddedWord sleepers;
+  // 0 while the owner's ops run; once one of its ops failed here, 1 + the
+  // rank it was waiting for (or kNoCulprit): its peers then stop waiting on
+  // it at once and say whom it was waiting for.
+  PaddedWord abandoned;
 };
+inline constexpr uint32_t kNoCulprit = 0xffffffffu;
 
 inline size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 

@@ -1,0 +1,32 @@
+// collective_bench's shared-memory sweep: float32 sum allreduce on our
+// shared-memory path, our TCP path and Open MPI (mpirun of
+// mpi_allreduce_anchor), plus a 64 MiB memcpy, in alternating rounds.
+#ifndef DDPX_EXAMPLES_BENCHMARKS_COLLECTIVE_BENCH_SHM_H_
+#define DDPX_EXAMPLES_BENCHMARKS_COLLECTIVE_BENCH_SHM_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "examples/benchmarks/collective_bench_raw.h"
+#include "process_group/gloo/gloo_backend.h"
+
+namespace ddpx {
+
+struct ShmSweepOptions {
+  std::vector<int64_t> sizes;  // bytes
+  int rounds = 5;
+  double round_ms = 40;
+  std::string mpi_anchor;      // path of mpi_allreduce_anchor; empty: no anchor
+};
+
+// Runs on every rank (collectively); prints the table on rank 0 and returns
+// there the RESULT keys shm_vs_mpi_min, shm_vs_mpi_geomean, shm_1MiB_vs_tcp,
+// shm_64MiB_vs_memcpy and shm<n>_vs_tcp<n>_min (those it could measure).
+std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend& shm,
+                                               GlooBackend& tcp, RawGloo& sync,  // sync: barriers, max over ranks
+                                               const ShmSweepOptions& options);
+
+}  // namespace ddpx
+
+#endif  // DDPX_EXAMPLES_BENCHMARKS_COLLECTIVE_BENCH_SHM_H_
