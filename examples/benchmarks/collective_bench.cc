@@ -510,6 +510,18 @@ int run_rank(int rank, int nproc, int port) {
   std::shared_ptr<gloo::Context> sync = connect_raw(rank, nproc, "sync", shared, true);
   Job job{rank, nproc, *ours, std::make_unique<RawGloo>(raw), std::make_unique<RawGloo>(control),
           std::make_unique<RawGloo>(sync)};
+  std::unique_ptr<shm::ShmGroup> shm_core;
+  if (shm != nullptr) {
+    shm::ShmOptions so;
+    so.num_channels = 1;
+    so.num_slots = options.shm_slots;
+    so.slot_bytes = options.shm_slot_bytes;
+    auto core = shm::ShmGroup::create(*shared, "shm_core/", rank, nproc, so, [&](bool ok) {
+      return job.raw->max_over_ranks(ok ? 0.0 : 1.0) == 0.0;
+    });
+    if (!core.ok()) die(core.status().ToString());
+    shm_core = std::move(*core);
+  }
   Results results;
   if (rank == 0) {
     printf("collective_bench: %d ranks (processes), float32, Gloo TCP on 127.0.0.1\n", nproc);
@@ -530,7 +542,8 @@ int run_rank(int rank, int nproc, int port) {
       o.rounds = absl::GetFlag(FLAGS_rounds);
       o.round_ms = absl::GetFlag(FLAGS_round_ms);
       o.mpi_anchor = absl::GetFlag(FLAGS_mpi_anchor);
-      auto keys = bench_shm_vs_mpi(rank, nproc, *shm, *job.ours, *job.raw, o);
+      if (shm_core == nullptr) die("no shared-memory group");
+      auto keys = bench_shm_vs_mpi(rank, nproc, *shm, *job.ours, *job.raw, *shm_core, o);
       results.result.insert(keys.begin(), keys.end());
     } else if (op == "allreduce") {
       bench_allreduce(job, results);

@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "process_group/gloo/reduce_kernels.h"
+#include "process_group/shm/collectives.h"
 
 namespace ddpx {
 namespace {
@@ -63,13 +65,24 @@ std::map<int64_t, std::vector<double>> run_mpi_round(int nproc, const ShmSweepOp
 
 std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend& shm,
                                                GlooBackend& tcp, RawGloo& sync,
-                                               const ShmSweepOptions& o) {
+                                               shm::ShmGroup& core, const ShmSweepOptions& o) {
   std::map<std::string, double> result;
   if (!shm.uses_shared_memory()) {
     if (rank == 0) printf("\n# shared memory is off (%s): no shm sweep\n", shm.shared_memory_status().c_str());
     return result;
   }
-  std::map<int64_t, std::vector<double>> shm_calls, tcp_calls, mpi_calls;
+  // The floor of our path: its collectives called directly on this thread
+  // (no Work, future or worker queue), on a group of their own.
+  const shm::Reduction sum{reduce_function(DType::kFloat32, ReduceOp::SUM), 4};
+  auto core_allreduce = [&](Tensor& t) {
+    absl::Status s = shm::allreduce(core.channel(0), t.data(), t.numel(), sum,
+                                    shm::Deadline::after(std::chrono::seconds(120)));
+    if (!s.ok()) {
+      fprintf(stderr, "collective_bench: %s\n", s.ToString().c_str());
+      _exit(1);
+    }
+  };
+  std::map<int64_t, std::vector<double>> shm_calls, tcp_calls, mpi_calls, core_calls;
   std::vector<double> memcpy_calls;
   std::map<int64_t, int> iters;
   std::vector<float> src, dst;
@@ -82,20 +95,29 @@ std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend&
     for (int64_t bytes : o.sizes) {
       const int64_t count = std::max<int64_t>(1, bytes / 4);
       Tensor t = Tensor::zeros({count}, DType::kFloat32);
-      for (GlooBackend* backend : {&shm, &tcp}) {
-        auto& calls = backend == &shm ? shm_calls[bytes] : tcp_calls[bytes];
+      for (int k = 0; k < 3; ++k) {
+        GlooBackend* backend = k == 0 ? &shm : k == 1 ? &tcp : nullptr;
+        auto& calls = k == 0 ? shm_calls[bytes] : k == 1 ? tcp_calls[bytes] : core_calls[bytes];
         sync.barrier();
-        if (round == 0 && backend == &shm) {  // warm-up sizes the rounds
-          auto t0 = Clock::now();
-          must(shm.allreduce({t}, {}));
-          const double warm = sync.max_over_ranks(seconds_since(t0));
+        if (round == 0 && k == 0) {  // warm-up: the third call sizes the rounds
+          double warm = 0;
+          for (int w = 0; w < 3; ++w) {
+            auto t0 = Clock::now();
+            must(shm.allreduce({t}, {}));
+            warm = sync.max_over_ranks(seconds_since(t0));
+          }
+          core_allreduce(t);
           iters[bytes] = static_cast<int>(std::clamp(o.round_ms / 1e3 / std::max(warm, 1e-7), 3.0, 200.0));
           must(tcp.allreduce({t}, {}));
           sync.barrier();
         }
         for (int i = 0; i < iters[bytes]; ++i) {
           auto t0 = Clock::now();
-          must(backend->allreduce({t}, {}));
+          if (backend != nullptr) {
+            must(backend->allreduce({t}, {}));
+          } else {
+            core_allreduce(t);
+          }
           calls.push_back(seconds_since(t0));
         }
       }
@@ -123,18 +145,20 @@ std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend&
   if (rank == 0) {
     printf("\n# float32 sum allreduce, %d ranks: our shared-memory path vs our TCP path and "
            "Open MPI 4.1 (median per call, us)\n", nproc);
-    printf("%-10s %11s %11s %11s %9s %9s %9s\n", "bytes", "shm", "tcp", "open_mpi", "tcp/shm",
-           "mpi/shm", "shm_GBps");
+    printf("%-10s %11s %11s %11s %11s %9s %9s %9s %9s\n", "bytes", "shm", "shm_core", "tcp",
+           "open_mpi", "tcp/shm", "mpi/shm", "core/shm", "shm_GBps");
   }
   double min_vs_mpi = INFINITY, log_sum = 0, min_vs_tcp = INFINITY;
   int points = 0;
   for (int64_t bytes : o.sizes) {
     const double s = sync.max_over_ranks(median(shm_calls[bytes]));
     const double t = sync.max_over_ranks(median(tcp_calls[bytes]));
+    const double c = sync.max_over_ranks(median(core_calls[bytes]));
     if (rank != 0) continue;
     const double m = mpi_calls.count(bytes) ? median(mpi_calls[bytes]) : NAN;
-    printf("%-10lld %11.2f %11.2f %11.2f %9.3f %9.3f %9.3f\n", static_cast<long long>(bytes),
-           s * 1e6, t * 1e6, m * 1e6, t / s, m / s, bytes / s / 1e9);
+    printf("%-10lld %11.2f %11.2f %11.2f %11.2f %9.3f %9.3f %9.3f %9.3f\n",
+           static_cast<long long>(bytes), s * 1e6, c * 1e6, t * 1e6, m * 1e6, t / s, m / s,
+           c / s, bytes / s / 1e9);
     min_vs_tcp = std::min(min_vs_tcp, t / s);
     if (std::isfinite(m)) {
       min_vs_mpi = std::min(min_vs_mpi, m / s);

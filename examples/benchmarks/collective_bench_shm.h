@@ -10,6 +10,7 @@
 
 #include "examples/benchmarks/collective_bench_raw.h"
 #include "process_group/gloo/gloo_backend.h"
+#include "process_group/shm/shm_group.h"
 
 namespace ddpx {
 
@@ -20,11 +21,14 @@ struct ShmSweepOptions {
   std::string mpi_anchor;      // path of mpi_allreduce_anchor; empty: no anchor
 };
 
-// Runs on every rank (collectively); prints the table on rank 0 and returns
+// `sync` gives the barriers and max over ranks; `core` is a shared-memory
+// group of its own whose collectives are timed called directly (the floor of
+// `shm`'s per-op cost). Runs on every rank (collectively); prints the table on rank 0 and returns
 // there the RESULT keys shm_vs_mpi_min, shm_vs_mpi_geomean, shm_1MiB_vs_tcp,
 // shm_64MiB_vs_memcpy and shm<n>_vs_tcp<n>_min (those it could measure).
 std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend& shm,
-                                               GlooBackend& tcp, RawGloo& sync,  // sync: barriers, max over ranks
+                                               GlooBackend& tcp, RawGloo& sync,
+                                               shm::ShmGroup& core,
                                                const ShmSweepOptions& options);
 
 }  // namespace ddpx

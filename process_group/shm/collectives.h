@@ -35,6 +35,11 @@ struct Reduction {
 // step less beats the split reduction's parallel work).
 inline constexpr size_t kDefaultSmallMaxBytes = 32 << 10;
 
+// Allreduces and reduces of at least this many bytes write their output
+// with streaming stores: each rank's output alone is then half the last-level
+// cache of a typical server core complex, and would not stay in it anyway.
+inline constexpr size_t kStreamingCopyFromBytes = 16 << 20;
+
 absl::Status allreduce(Channel& ch, void* data, size_t count, Reduction r,
                        const Deadline& deadline, size_t small_max_bytes = kDefaultSmallMaxBytes);
 // Only `root`'s data changes.

@@ -27,6 +27,25 @@ using Clock = std::chrono::steady_clock;
 using testing::run_ranks;
 using testing::shm_options;
 
+// The counts of segments below must not see other tests' segments: Bazel
+// runs tests at once, and every shared-memory group has segments in
+// /dev/shm while it sets up. So this test gets a /dev/shm of its own (a
+// tmpfs in a private mount namespace) when it may.
+class PrivateDevShm : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (unshare(CLONE_NEWNS) == 0 &&
+        mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) == 0 &&
+        mount("tmpfs", shm::kShmDirectory, "tmpfs", 0, "size=256m") == 0) {
+      return;
+    }
+    fprintf(stderr,
+            "WARNING: no private /dev/shm (needs root and a mount namespace): the counts of "
+            "segments may see other jobs' segments being set up at the same time\n");
+  }
+};
+const auto* const kPrivateDevShm = ::testing::AddGlobalTestEnvironment(new PrivateDevShm);
+
 std::string tmp_path(const std::string& name) {
   const char* dir = getenv("TEST_TMPDIR");
   return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name, ".", getpid());
