@@ -45,7 +45,7 @@ struct Deadline {
 // With more ranks than cores a spinning waiter takes the core the peer it
 // waits for needs, so it spins briefly and yields at once.
 struct WaitPolicy {
-  std::chrono::nanoseconds spin{50'000};
+  std::chrono::nanoseconds spin{5'000};
   std::chrono::nanoseconds yield{1'000'000};
   // The policy for `local_ranks` ranks on a host whose process may run on
   // `cpus` CPUs.
