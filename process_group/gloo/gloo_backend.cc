@@ -24,6 +24,7 @@
 #include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
 #include "process_group/host_identity.h"
+#include "process_group/network_interfaces.h"
 #include "process_group/shm/collectives.h"
 #include "store/prefix_store.h"
 
@@ -57,6 +58,14 @@ absl::StatusOr<std::shared_ptr<GlooBackend>> GlooBackend::create(
   // a clear error. Like Python (which torch runs under) and many network
   // libraries, ignore it, unless the program installed its own handling.
   ignore_sigpipe_unless_handled();
+  if (!options.interface.empty()) {
+    absl::StatusOr<std::string> address = interface_address(options.interface);
+    if (!address.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "gloo: ", address.status().message(),
+          " (set by GlooOptions::interface, DDPX_GLOO_SOCKET_IFNAME or GLOO_SOCKET_IFNAME)"));
+    }
+  }
   if (options.num_workers < 1) {
     return absl::InvalidArgumentError(absl::StrCat(
         "gloo: num_workers must be >= 1, got ", options.num_workers));

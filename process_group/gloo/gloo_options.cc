@@ -47,7 +47,13 @@ std::string default_gloo_hostname() {
 
 absl::StatusOr<GlooOptions> GlooOptions::from_env() {
   GlooOptions options;
+  // PyTorch users set GLOO_SOCKET_IFNAME (a comma-separated list there: one
+  // Gloo device each); a group here binds one interface, the first.
   options.interface = env_or_empty("DDPX_GLOO_SOCKET_IFNAME");
+  if (options.interface.empty()) {
+    const std::string torch_names = env_or_empty("GLOO_SOCKET_IFNAME");
+    options.interface = torch_names.substr(0, torch_names.find(','));
+  }
   options.hostname = env_or_empty("DDPX_GLOO_HOSTNAME");
   std::string workers = env_or_empty("DDPX_GLOO_NUM_WORKERS");
   if (!workers.empty()) {

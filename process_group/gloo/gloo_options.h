@@ -12,8 +12,8 @@
 namespace ddpx {
 
 struct GlooOptions {
-  // The network interface to bind (like GLOO_SOCKET_IFNAME); wins over
-  // hostname when both are set.
+  // The network interface to bind; wins over hostname when both are set.
+  // A name the host does not have is an error listing those it has.
   std::string interface;
   // The host name or address to bind and advertise to peers.
   std::string hostname;
@@ -43,7 +43,8 @@ struct GlooOptions {
   int shm_slots = 4;
   size_t shm_slot_bytes = 256 << 10;
 
-  // Defaults overridden by DDPX_GLOO_SOCKET_IFNAME, DDPX_GLOO_HOSTNAME,
+  // Defaults overridden by DDPX_GLOO_SOCKET_IFNAME (else the first name in
+  // PyTorch's GLOO_SOCKET_IFNAME), DDPX_GLOO_HOSTNAME,
   // DDPX_GLOO_NUM_WORKERS, DDPX_GLOO_ALLREDUCE_ALGORITHM,
   // DDPX_GLOO_SYNC_MAX_BYTES and DDPX_SHM (0 turns shared memory off, 1 on).
   // A malformed value is an error naming the variable.
