@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
@@ -21,10 +22,38 @@ std::string host_identity() {
   return absl::StrCat(name, "/", boot_id, "/ipc:", ipc_namespace);
 }
 
+bool HostTopology::uniform() const {
+  for (const auto& ranks : ranks_by_host) {
+    if (ranks.size() != ranks_by_host[0].size()) return false;
+  }
+  return true;
+}
+
+HostTopology host_topology(const std::vector<std::string>& identities, int rank) {
+  HostTopology t;
+  std::vector<std::string> hosts;
+  for (int r = 0; r < static_cast<int>(identities.size()); ++r) {
+    auto it = std::find(hosts.begin(), hosts.end(), identities[r]);
+    const int host = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) {
+      hosts.push_back(identities[r]);
+      t.ranks_by_host.emplace_back();
+    }
+    if (r == rank) {
+      t.host_index = host;
+      t.local_rank = static_cast<int>(t.ranks_by_host[host].size());
+    }
+    t.ranks_by_host[host].push_back(r);
+  }
+  t.host_count = static_cast<int>(hosts.size());
+  t.local_size = static_cast<int>(t.ranks_by_host[t.host_index].size());
+  return t;
+}
+
 absl::StatusOr<std::vector<std::string>> exchange_host_identities(Store& store,
                                                                   const std::string& key_prefix,
-                                                                  int rank, int size) {
-  const std::string own = host_identity();
+                                                                  int rank, int size,
+                                                                  const std::string& own) {
   absl::Status s = store.set(absl::StrCat(key_prefix, rank), Bytes(own.begin(), own.end()));
   if (!s.ok()) return s;
   std::vector<std::string> keys;

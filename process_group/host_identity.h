@@ -16,11 +16,27 @@ namespace ddpx {
 // "<hostname>/<kernel boot id>/ipc:<IPC namespace inode>" for this process.
 std::string host_identity();
 
-// Every rank's host_identity(), exchanged through `store` under
-// `key_prefix` (collective: every rank of the group calls it).
+// Where the ranks of a group sit: hosts numbered in the order of their
+// lowest rank, ranks on a host in rank order.
+struct HostTopology {
+  int host_count = 1;
+  int host_index = 0;   // this rank's host
+  int local_rank = 0;   // this rank's place on its host
+  int local_size = 1;   // ranks on this rank's host
+  std::vector<std::vector<int>> ranks_by_host;
+  // Every host has the same number of ranks.
+  bool uniform() const;
+};
+
+// The topology of a group whose rank r has identities[r], seen from `rank`.
+HostTopology host_topology(const std::vector<std::string>& identities, int rank);
+
+// Every rank's identity (`own` here, usually host_identity()), exchanged
+// through `store` under `key_prefix` (collective: every rank calls it).
 absl::StatusOr<std::vector<std::string>> exchange_host_identities(Store& store,
                                                                   const std::string& key_prefix,
-                                                                  int rank, int size);
+                                                                  int rank, int size,
+                                                                  const std::string& own);
 
 }  // namespace ddpx
 

@@ -23,6 +23,7 @@
 #include "process_group/gloo/store_adapter.h"
 #include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
+#include "process_group/gloo/two_level_allreduce.h"
 #include "process_group/host_identity.h"
 #include "process_group/network_interfaces.h"
 #include "process_group/shm/collectives.h"
@@ -166,8 +167,18 @@ absl::Status GlooBackend::connect() {
       stage = "agreeing on the sync pairs' send buffers";
       sync_limits_ = agree_on_sync_limits(worker_sync_contexts_, options_.sync_max_bytes);
     }
+    if (size() > 1) {
+      stage = "exchanging host identities";
+      absl::StatusOr<std::vector<std::string>> hosts = exchange_host_identities(
+          *store_, key_prefix_ + "host/", rank(), size(),
+          options_.host_identity.empty() ? host_identity() : options_.host_identity);
+      if (!hosts.ok()) throw std::runtime_error(hosts.status().ToString());
+      topology_ = ddpx::host_topology(*hosts, rank());
+    }
     stage = "setting up shared memory";
     set_up_shared_memory();
+    stage = "setting up the two-level allreduce";
+    set_up_two_level_allreduce();
     stage = "the closing barrier of the rendezvous";
     gloo::BarrierOptions done(p2p_context_);
     done.setTimeout(timeout_);
@@ -199,16 +210,9 @@ void GlooBackend::set_up_shared_memory() {
     return;
   }
   // Every rank reaches the same verdict from the same identities.
-  absl::StatusOr<std::vector<std::string>> hosts =
-      exchange_host_identities(*store_, key_prefix_ + "host/", rank(), size());
-  if (!hosts.ok()) {
-    throw std::runtime_error("exchanging host identities: " + hosts.status().ToString());
-  }
-  for (const std::string& host : *hosts) {
-    if (host != (*hosts)[0]) {
-      shm_status_ = "off (the ranks are on more than one host)";
-      return;
-    }
+  if (topology_.host_count > 1) {
+    shm_status_ = "off (the ranks are on more than one host)";
+    return;
   }
   shm::ShmOptions o;
   o.num_channels = options_.num_workers;
@@ -234,6 +238,37 @@ void GlooBackend::set_up_shared_memory() {
   }
   shm_ = std::move(*group);
   shm_status_ = "on";
+}
+
+void GlooBackend::set_up_two_level_allreduce() {
+  const HostTopology& t = topology_;
+  if (!options_.two_level_allreduce || t.host_count == 1 || t.host_count == size()) return;
+  if (!t.uniform()) {
+    if (rank() == 0) {
+      fprintf(stderr,
+              "ddpx: rank 0 of %d: the hosts have different numbers of ranks, so allreduces "
+              "across them stay flat (not in two levels)\n",
+              size());
+    }
+    return;
+  }
+  GlooOptions sub = options_;
+  sub.num_workers = 1;
+  sub.two_level_allreduce = false;
+  for (int w = 0; w < options_.num_workers; ++w) {
+    // Disjoint groups, built in the same order on every rank.
+    auto build = [&](const std::string& name, int sub_rank, int sub_size) {
+      auto prefixed = std::make_shared<PrefixStore>(
+          absl::StrCat(key_prefix_, "two_level/w", w, "/", name, "/"), store_);
+      absl::StatusOr<std::shared_ptr<GlooBackend>> b =
+          GlooBackend::create(prefixed, sub_rank, sub_size, timeout_, sub);
+      if (!b.ok()) throw std::runtime_error(b.status().ToString());
+      return *b;
+    };
+    auto local = build(absl::StrCat("host", t.host_index), t.local_rank, t.local_size);
+    auto cross = build(absl::StrCat("cross", t.local_rank), t.host_index, t.host_count);
+    two_level_.push_back(std::make_unique<TwoLevelAllreduce>(std::move(local), std::move(cross)));
+  }
 }
 
 shm::Reduction GlooBackend::shm_reduction(DType dtype, ReduceOp op) {
@@ -295,7 +330,8 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
               worker_sync_contexts_.empty() ? nullptr : worker_sync_contexts_[worker],
               worker_stores_[worker].get(), seq,
               static_cast<uint32_t>(seq * kTagsPerOp), timeout,
-              &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr};
+              &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr,
+              two_level_.empty() ? nullptr : two_level_[worker].get()};
   task.run = [this, work, op, what = std::move(what), c, body = std::move(body)] {
     absl::StatusOr<TensorList> result;
     try {
@@ -363,6 +399,16 @@ std::shared_ptr<gloo::Context> GlooBackend::sync_context_for(const OpContext& c)
 void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
                                       const OpContext& c, uint32_t tag) const {
   if (tensors.empty() || tensors[0].numel() == 0) return;
+  if (c.two_level != nullptr && tensors[0].nbytes() >= options_.two_level_min_bytes) {
+    const Tensor& first = tensors[0];
+    const size_t count = static_cast<size_t>(first.numel());
+    UntypedReduceFn fn = reduce_function(first.dtype(), op);
+    for (size_t i = 1; i < tensors.size(); ++i) fn(first.data(), first.data(), tensors[i].data(), count);
+    throw_if_error(c.two_level->run(first, op, c.timeout));
+    if (op == ReduceOp::AVG) divide_in_place(first.data(), count, first.dtype(), size());
+    for (size_t i = 1; i < tensors.size(); ++i) copy_bytes(tensors[i], first.data());
+    return;
+  }
   if (c.shm != nullptr) {
     const Tensor& first = tensors[0];
     const shm::Reduction r = shm_reduction(first.dtype(), op);

@@ -31,6 +31,7 @@
 #include "process_group/gloo/gloo_options.h"
 #include "process_group/gloo/p2p_waiters.h"
 #include "process_group/gloo/worker_pool.h"
+#include "process_group/host_identity.h"
 #include "process_group/shm/collectives.h"
 #include "process_group/shm/shm_group.h"
 #include "store/store.h"
@@ -43,6 +44,8 @@ class Device;
 }  // namespace gloo
 
 namespace ddpx {
+
+class TwoLevelAllreduce;
 
 class GlooBackend : public Backend {
  public:
@@ -67,6 +70,10 @@ class GlooBackend : public Backend {
   // Whether the shared-memory path is on for this group, and if not, why
   // (off by option, ranks on several hosts, or the setup error).
   bool uses_shared_memory() const { return shm_ != nullptr; }
+  // Which ranks share a host (from every rank's host identity).
+  const HostTopology& host_topology() const { return topology_; }
+  // Whether large allreduces take two levels across hosts (GlooOptions).
+  bool uses_two_level_allreduce() const { return !two_level_.empty(); }
   const std::string& shared_memory_status() const { return shm_status_; }
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
@@ -128,6 +135,8 @@ class GlooBackend : public Backend {
     // The worker's shared-memory channel; null when the group is not on
     // the shared-memory path.
     shm::Channel* shm;
+    // The worker's two-level allreduce; null when the group does not use it.
+    TwoLevelAllreduce* two_level;
   };
   // A 1-D tensor of `numel` elements over the worker's reusable buffer,
   // grown when too small: staging copies then fault in fresh pages once per
@@ -147,6 +156,10 @@ class GlooBackend : public Backend {
   // otherwise (or when setup fails on any rank) every rank stays on TCP,
   // and shm_status_ says why. Collective; called from connect().
   void set_up_shared_memory();
+  // Builds two_level_ (per worker: this host's group and the cross-host
+  // group of this local rank) where GlooOptions and the topology call for
+  // it. Collective; called from connect().
+  void set_up_two_level_allreduce();
   // The Reduction the shared-memory collectives need for dtype and op.
   static shm::Reduction shm_reduction(DType dtype, ReduceOp op);
 
@@ -202,6 +215,8 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::Context> p2p_context_;
   std::unique_ptr<shm::ShmGroup> shm_;
   std::string shm_status_;
+  HostTopology topology_;
+  std::vector<std::unique_ptr<TwoLevelAllreduce>> two_level_;  // per worker, or empty
 
   std::atomic<bool> op_failed_{false};  // some collective failed (not cancelled)
   std::mutex seq_mu_;

@@ -84,6 +84,13 @@ absl::StatusOr<GlooOptions> GlooOptions::from_env() {
     }
     options.sync_max_bytes = static_cast<size_t>(n);
   }
+  std::string two_level = env_or_empty("DDPX_GLOO_TWO_LEVEL");
+  if (two_level == "0" || two_level == "1") {
+    options.two_level_allreduce = two_level == "1";
+  } else if (!two_level.empty()) {
+    return absl::InvalidArgumentError("DDPX_GLOO_TWO_LEVEL must be 0 (flat allreduce across "
+                                      "hosts) or 1 (two levels), got '" + two_level + "'");
+  }
   std::string shm = env_or_empty("DDPX_SHM");
   if (shm == "0") {
     options.shared_memory = false;

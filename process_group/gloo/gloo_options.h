@@ -42,11 +42,21 @@ struct GlooOptions {
   // Each worker's staging area there: shm_slots slots of shm_slot_bytes.
   int shm_slots = 4;
   size_t shm_slot_bytes = 256 << 10;
+  // A group that spans several hosts with the same number (> 1) of ranks on
+  // each allreduces messages of at least two_level_min_bytes in two levels
+  // (two_level_allreduce.h); DDPX_GLOO_TWO_LEVEL=0 turns it off.
+  bool two_level_allreduce = true;
+  size_t two_level_min_bytes = 256 << 10;
+  // Which host this rank is on; empty: host_identity() (host name, boot id,
+  // IPC namespace). Ranks with equal strings count as one host: tests give
+  // ranks in one process different hosts this way.
+  std::string host_identity;
 
   // Defaults overridden by DDPX_GLOO_SOCKET_IFNAME (else the first name in
   // PyTorch's GLOO_SOCKET_IFNAME), DDPX_GLOO_HOSTNAME,
   // DDPX_GLOO_NUM_WORKERS, DDPX_GLOO_ALLREDUCE_ALGORITHM,
-  // DDPX_GLOO_SYNC_MAX_BYTES and DDPX_SHM (0 turns shared memory off, 1 on).
+  // DDPX_GLOO_SYNC_MAX_BYTES, DDPX_SHM (0 turns shared memory off, 1 on)
+  // and DDPX_GLOO_TWO_LEVEL (0 or 1).
   // A malformed value is an error naming the variable.
   static absl::StatusOr<GlooOptions> from_env();
 };
