@@ -107,6 +107,22 @@ int client(uint16_t port) {
   auto clone = s.clone();
   expect_ok("clone", clone.status());
   if (clone.ok()) expect_eq("clone get", (*clone)->get_string("k"), std::string("w"));
+  // torch's servers add to the leading digits of a value that is not a
+  // plain number (std::stoll), as ours does.
+  expect_ok("set text", s.set("text", "12abc"));
+  expect_eq("add to text", s.add("text", 1), int64_t{13});
+  // torch's classic server sends an empty value ~200 ms late; a client with a
+  // 100 ms timeout still gets it, as torch's client does.
+  expect_ok("set empty", s.set("empty", ""));
+  TCPStoreOptions short_options;
+  short_options.port = port;
+  short_options.timeout = std::chrono::milliseconds(100);
+  auto quick = TCPStore::create("127.0.0.1", short_options);
+  expect_ok("connect with a 100 ms timeout", quick.status());
+  if (quick.ok()) {
+    expect_eq("get empty with a 100 ms timeout", (*quick)->get_string("empty"), std::string());
+    expect_eq("usable after the late reply", (*quick)->get_string("k"), std::string("w"));
+  }
   expect_ok("set from_ddpx", s.set("from_ddpx", "hello"));
   if (failures == 0) std::printf("OK\n");
   return failures == 0 ? 0 : 1;
