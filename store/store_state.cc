@@ -130,23 +130,23 @@ absl::Status StoreState::append(absl::string_view key, absl::string_view value) 
   return absl::OkStatus();
 }
 
-absl::Status StoreState::check_budget(uint64_t size, uint64_t owed) const {
-  if (owed + size <= output_budget_) return absl::OkStatus();
+absl::Status StoreState::check_budget(uint64_t reply_size, uint64_t owed) const {
+  if (owed + reply_size <= output_budget_) return absl::OkStatus();
   if (owed == 0) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "a reply of ", size, " bytes exceeds the output budget of ", output_budget_,
-        " bytes per connection"));
+        "a reply of ", reply_size, " bytes or more exceeds the output budget of ",
+        output_budget_, " bytes per connection"));
   }
   return absl::ResourceExhaustedError(absl::StrCat(
-      "not reading its responses: it owes ", owed, " bytes, and a reply of ", size,
-      " bytes would pass the output budget of ", output_budget_,
+      "not reading its responses: it owes ", owed, " bytes, and a reply of ", reply_size,
+      " bytes or more would pass the output budget of ", output_budget_,
       " bytes per connection"));
 }
 
 absl::Status StoreState::reply_value(const ValueRef* value, ReplyQueue* reply,
-                                     uint64_t also_owed) {
+                                     uint64_t reply_so_far, uint64_t owed) {
   const uint64_t size = 8 + (value != nullptr ? (*value)->size() : 0);
-  absl::Status s = check_budget(size, reply->owed() + also_owed);
+  absl::Status s = check_budget(reply_so_far + size, owed);
   if (!s.ok()) return s;
   if (value == nullptr) {
     reply->u64(0);
@@ -172,7 +172,7 @@ absl::Status StoreState::compare_set(const protocol::Request& r, ReplyQueue* rep
     absl::Status s = store(r.key, r.desired);
     if (!s.ok()) return s;
   }
-  return reply_value(&it->second, reply, 0);
+  return reply_value(&it->second, reply, 0, reply->owed());
 }
 
 absl::Status StoreState::apply(ClientId client, const protocol::Request& r,
@@ -197,7 +197,7 @@ absl::Status StoreState::apply(ClientId client, const protocol::Request& r,
       // Clients WAIT before they GET, so a missing key is only seen by a
       // client that skipped that; it gets an empty value.
       auto it = data_.find(r.key);
-      return reply_value(it == data_.end() ? nullptr : &it->second, reply, 0);
+      return reply_value(it == data_.end() ? nullptr : &it->second, reply, 0, reply->owed());
     }
     case QueryType::kAdd: {
       int64_t value = 0;
@@ -319,7 +319,7 @@ absl::Status StoreState::step(ClientId client, const char* frame, ReplyQueue* re
       case QueryType::kMultiGet: {
         auto it = data_.find(key);
         status = reply_value(it == data_.end() ? nullptr : &it->second, &w->reply,
-                             reply->owed());
+                             w->reply.owed(), reply->owed());
         break;
       }
       case QueryType::kMultiSet: {

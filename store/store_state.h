@@ -90,9 +90,12 @@ class StoreState {
   absl::Status add(absl::string_view key, int64_t delta, int64_t* result);
   absl::Status append(absl::string_view key, absl::string_view value);
   absl::Status compare_set(const protocol::Request& r, ReplyQueue* reply);
-  absl::Status check_budget(uint64_t size, uint64_t owed) const;
+  // A reply of reply_size bytes to a connection already owing `owed`.
+  absl::Status check_budget(uint64_t reply_size, uint64_t owed) const;
+  // Queues a value (empty if null) onto *reply, which already holds
+  // reply_so_far bytes of this reply, for a connection owing `owed`.
   absl::Status reply_value(const ValueRef* value, ReplyQueue* reply,
-                           uint64_t also_owed);
+                           uint64_t reply_so_far, uint64_t owed);
   // A key appeared: count it off every wait registered on it.
   void key_created(const std::string& key);
   void end_wait(ClientId client, bool wake);
