@@ -300,20 +300,22 @@ absl::Status StoreState::step(ClientId client, const char* frame, ReplyQueue* re
         break;
       case QueryType::kWait: {
         if (data_.find(key) != data_.end()) break;
-        PendingWait& pending = waits_.find(client)->second;
         const uint64_t cost = key.size() * 2 + kWaitOverhead;
-        if (pending.keys.contains(key)) break;  // a key named twice counts once
         if (!meter_->fits(cost)) {
           status = absl::ResourceExhaustedError(absl::StrCat(
               "WAIT refused: registering on more keys would pass the server's "
               "memory limit of ", meter_->limit(), " bytes"));
           break;
         }
-        auto inserted = pending.keys.emplace(key).first;
+        std::vector<ClientId>& waiting = waiters_[key];
+        // A key named again right after itself counts once.
+        if (!waiting.empty() && waiting.back() == client) break;
+        PendingWait& pending = waits_.find(client)->second;
+        pending.keys.emplace_back(key);
+        waiting.push_back(client);
         pending.charged += cost;
         meter_->add(cost);
         ++pending.missing;
-        waiters_[*inserted].push_back(client);
         break;
       }
       case QueryType::kMultiGet: {
@@ -346,7 +348,6 @@ void StoreState::key_created(const std::string& key) {
   for (ClientId c : clients) {
     auto w = waits_.find(c);
     if (w == waits_.end()) continue;
-    w->second.keys.erase(key);
     if (--w->second.missing == 0 && !w->second.registering) end_wait(c, /*wake=*/true);
   }
 }

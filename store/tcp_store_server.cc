@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "store/input_buffer.h"
 #include "store/reply_queue.h"
 #include "store/socket_util.h"
 #include "store/stored_value.h"
@@ -47,14 +48,12 @@ struct Connection {
   uint32_t registered = 0;      // the events epoll has now
   size_t need = 0;              // bytes `in` must hold before decoding again
   protocol::FrameDecoder::Progress progress;  // of the frame at in[0]
-  std::string in;               // an incomplete request, or one being run
+  InputBuffer in;               // an incomplete request, or one being run
   uint64_t in_counted = 0;      // in's capacity, as counted in the meter
   ReplyQueue out;               // replies not yet accepted by the kernel
   std::unique_ptr<ListWork> work;  // a list request running in slices
   size_t work_frame = 0;        // its frame's length, at in[0]
 };
-
-void release(std::string& s) { std::string().swap(s); }
 
 // Binds a listening socket for `host` ("" = every interface) and `port`.
 absl::StatusOr<int> listen_on(const std::string& host, uint16_t port) {
@@ -277,11 +276,11 @@ void TCPStoreServer::Loop::accept_all() {
 void TCPStoreServer::Loop::keep_input(Connection* c, const uint8_t* data, size_t used,
                                       size_t size) {
   if (reinterpret_cast<const char*>(data) == c->in.data()) {
-    c->in.erase(0, used);
+    c->in.erase_front(used);
   } else {
     c->in.assign(reinterpret_cast<const char*>(data) + used, size - used);
   }
-  if (c->in.empty() && c->in.capacity() > 0) release(c->in);
+  if (c->in.empty()) c->in.release();
   meter_.change(&c->in_counted, c->in.capacity());
 }
 
@@ -410,7 +409,7 @@ void TCPStoreServer::Loop::run_slice(Connection* c) {
     return;
   }
   // Done: go on with whatever followed the frame, then read again.
-  c->in.erase(0, c->work_frame);
+  c->in.erase_front(c->work_frame);
   const uint8_t* data = reinterpret_cast<const uint8_t*>(c->in.data());
   long used = c->in.empty() ? 0 : process(c, data, c->in.size());
   if (used < 0) return;
