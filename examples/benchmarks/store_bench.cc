@@ -382,7 +382,8 @@ int main(int argc, char** argv) {
                 "keys + the MULTI_SET creating them; one client PINGs meanwhile ==\n");
     auto fresh = start_ours();
     absl::StatusOr<bench::HostileFigures> h =
-        fresh.ok() ? bench::measure_hostile(fresh->port, fresh->process->pid())
+        fresh.ok() ? bench::measure_hostile(
+                         fresh->port, [&] { return rss_kib(fresh->process->pid()) / 1024; })
                    : absl::StatusOr<bench::HostileFigures>(fresh.status());
     if (h.ok()) {
       hostile = *h;

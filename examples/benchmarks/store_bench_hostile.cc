@@ -4,15 +4,13 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
-#include <fstream>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/strip.h"
 #include "store/protocol.h"
 #include "tests/store/raw_client.h"
 
@@ -27,18 +25,6 @@ using testing::RawClient;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMiB = 1 << 20;
-
-double rss_mib(pid_t pid) {
-  std::ifstream status(absl::StrCat("/proc/", pid, "/status"));
-  std::string line;
-  while (std::getline(status, line)) {
-    if (line.rfind("VmRSS:", 0) != 0) continue;
-    double kib = 0;
-    std::string number(absl::StripAsciiWhitespace(line.substr(6, line.find("kB") - 6)));
-    if (absl::SimpleAtod(number, &kib)) return kib / 1024;
-  }
-  return 0;
-}
 
 std::string list_frame(QueryType type, size_t n, const std::string& key_prefix,
                        bool numbered) {
@@ -59,7 +45,8 @@ double percentile(std::vector<double>& v, double p) {
 
 }  // namespace
 
-absl::StatusOr<HostileFigures> measure_hostile(uint16_t port, pid_t pid) {
+absl::StatusOr<HostileFigures> measure_hostile(uint16_t port,
+                                               const std::function<double()>& rss_mib) {
   RawClient setup(port);
   if (!setup.connected()) return absl::UnavailableError("hostile phase: cannot connect");
   setup.validate();
@@ -72,13 +59,13 @@ absl::StatusOr<HostileFigures> measure_hostile(uint16_t port, pid_t pid) {
   if (setup.read_exactly(4, milliseconds(10000)).empty()) {
     return absl::UnavailableError("hostile phase: the server did not answer the setup");
   }
-  const double rss_before = rss_mib(pid);
+  const double rss_before = rss_mib();
 
   std::atomic<bool> stop{false};
   std::atomic<double> rss_peak{rss_before};
   std::thread sampler([&] {
     while (!stop) {
-      rss_peak = std::max(rss_peak.load(), rss_mib(pid));
+      rss_peak = std::max(rss_peak.load(), rss_mib());
       std::this_thread::sleep_for(milliseconds(2));
     }
   });

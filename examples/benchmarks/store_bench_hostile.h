@@ -5,9 +5,8 @@
 #ifndef DDPX_EXAMPLES_BENCHMARKS_STORE_BENCH_HOSTILE_H_
 #define DDPX_EXAMPLES_BENCHMARKS_STORE_BENCH_HOSTILE_H_
 
-#include <sys/types.h>
-
 #include <cstdint>
+#include <functional>
 
 #include "absl/status/statusor.h"
 
@@ -23,8 +22,9 @@ struct HostileFigures {
   double seconds = 0;
 };
 
-// `pid` is the server's process, for its RSS.
-absl::StatusOr<HostileFigures> measure_hostile(uint16_t port, pid_t pid);
+// rss_mib: the server process's resident memory now, in MiB.
+absl::StatusOr<HostileFigures> measure_hostile(uint16_t port,
+                                               const std::function<double()>& rss_mib);
 
 }  // namespace bench
 }  // namespace ddpx

@@ -258,9 +258,9 @@ TEST_F(HostileTest, MemoryLimitRefusesWritesAndKeepsEveryValue) {
 // each (bad_alloc is caught per connection); the process and every stored
 // value stay.
 TEST(HostileCappedProcess, SurvivesEveryShapeUnderRlimitAs) {
-#if defined(__SANITIZE_ADDRESS__)
-  GTEST_SKIP() << "RLIMIT_AS cannot apply under ASan (its shadow memory reserves "
-                  "terabytes of address space); the plain build runs this test";
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "RLIMIT_AS cannot apply under ASan or TSan (their shadow memory "
+                  "reserves terabytes of address space); the plain build runs this test";
 #endif
   constexpr int kCapMiB = 512;
   const std::string server_path = testing::runfile("store/tcp_store_server");
