@@ -140,6 +140,17 @@ void ReplyQueue::compact() {
 int ReplyQueue::send_to(int fd) {
   int result = 0;
   while (owed_ > 0) {
+    if (first_ == pieces_.size()) {
+      // Only small replies (the common case): one plain send.
+      ssize_t sent = send(fd, &head_[head_sent_], head_.size() - head_sent_, MSG_NOSIGNAL);
+      if (sent < 0) {
+        if (errno == EINTR) continue;
+        result = errno;
+        break;
+      }
+      consume(static_cast<size_t>(sent));
+      continue;
+    }
     iovec iov[kMaxIovecs];
     int n = 0;
     if (head_sent_ < head_.size()) {
