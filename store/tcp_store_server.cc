@@ -1,6 +1,5 @@
 #include "store/tcp_store_server.h"
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -53,51 +52,9 @@ struct Connection {
   ReplyQueue out;               // replies not yet accepted by the kernel
   std::unique_ptr<ListWork> work;  // a list request running in slices
   size_t work_frame = 0;        // its frame's length, at in[0]
+  bool wake_lost = false;       // its STOP_WAITING could not be queued (no memory)
 };
 
-// Binds a listening socket for `host` ("" = every interface) and `port`.
-absl::StatusOr<int> listen_on(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  std::string port_text = absl::StrCat(port);
-  // With no host, try the IPv6 wildcard first (dual stack), then IPv4.
-  const char* node = host.empty() ? "::" : host.c_str();
-  int rc = getaddrinfo(node, port_text.c_str(), &hints, &res);
-  if (rc != 0 && host.empty()) {
-    node = "0.0.0.0";
-    rc = getaddrinfo(node, port_text.c_str(), &hints, &res);
-  }
-  if (rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "store server: cannot resolve host '", host, "': ", gai_strerror(rc)));
-  }
-  absl::Status last = absl::UnavailableError("no address to bind");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
-    if (fd < 0) {
-      last = errno_status("socket", errno);
-      continue;
-    }
-    int one = 1, zero = 0;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (ai->ai_family == AF_INET6) {
-      setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    }
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        listen(fd, host_listen_backlog()) == 0) {
-      freeaddrinfo(res);
-      return fd;
-    }
-    last = errno_status(absl::StrCat("store server: bind/listen on ", node, ":", port), errno);
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return last;
-}
 
 }  // namespace
 
@@ -152,6 +109,9 @@ class TCPStoreServer::Loop {
   bool flush(Connection* c);
   void flush_woken();
   void on_wake(ClientId id);
+  // Drops the clients whose STOP_WAITING could not be queued; false if
+  // `current` was one of them.
+  bool drop_lost_wakes(ClientId current);
   void set_events(Connection* c);
   Connection* find(ClientId id);
   // A failed request: a refusal gets an error reply, then the connection is
@@ -173,6 +133,7 @@ class TCPStoreServer::Loop {
   ClientId current_ = 0;        // whose request is being applied
   std::vector<ClientId> woken_;  // other clients owed a flush
   std::vector<ClientId> busy_;   // clients with a list request running
+  bool wakes_lost_ = false;      // some Connection::wake_lost is set
   protocol::Request request_;
 
   mutable std::mutex stats_mu_;
@@ -356,6 +317,7 @@ long TCPStoreServer::Loop::process(Connection* c, const uint8_t* data, size_t si
     absl::Status s = state_.apply(c->id, request_, reinterpret_cast<const char*>(data + pos),
                                   &c->out, &c->work);
     flush_woken();
+    if (!drop_lost_wakes(c->id)) return -1;
     if (!s.ok()) {
       fail(c, request_.type, s);
       return -1;
@@ -399,6 +361,7 @@ void TCPStoreServer::Loop::run_slice(Connection* c) {
   current_ = c->id;
   absl::Status s = state_.resume(c->id, c->in.data(), &c->out, &c->work);
   flush_woken();
+  if (!drop_lost_wakes(c->id)) return;
   if (!s.ok()) {
     const auto type = static_cast<QueryType>(c->in[0]);
     fail(c, type, s);
@@ -428,10 +391,30 @@ Connection* TCPStoreServer::Loop::find(ClientId id) {
 void TCPStoreServer::Loop::on_wake(ClientId id) {
   Connection* w = find(id);
   if (w == nullptr) return;
-  w->out.u8(static_cast<uint8_t>(protocol::WaitResponse::kStopWaiting));
-  // The client whose request is being applied (it may wake itself by
-  // pipelining WAIT then SET) is flushed once its batch is done.
-  if (id != current_) woken_.push_back(id);
+  // Called while the store counts off a key's waiters: throwing here would
+  // leave the rest of them waiting forever, so a wake-up that cannot be
+  // queued marks its client for dropping instead (it then fails at once).
+  try {
+    w->out.u8(static_cast<uint8_t>(protocol::WaitResponse::kStopWaiting));
+    // The client whose request is being applied (it may wake itself by
+    // pipelining WAIT then SET) is flushed once its batch is done.
+    if (id != current_) woken_.push_back(id);
+  } catch (const std::bad_alloc&) {
+    w->wake_lost = true;
+    wakes_lost_ = true;
+  }
+}
+
+bool TCPStoreServer::Loop::drop_lost_wakes(ClientId current) {
+  if (!wakes_lost_) return true;
+  wakes_lost_ = false;
+  bool current_kept = true;
+  for (auto& slot : connections_) {
+    if (!slot || !slot->wake_lost) continue;
+    if (slot->id == current) current_kept = false;
+    out_of_memory(slot->id);
+  }
+  return current_kept;
 }
 
 void TCPStoreServer::Loop::flush_woken() {
@@ -530,7 +513,7 @@ void TCPStoreServer::Loop::close_connection(Connection* c) {
 
 absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::start(
     const TCPStoreServerOptions& options) {
-  absl::StatusOr<int> listen_fd = listen_on(options.host, options.port);
+  absl::StatusOr<int> listen_fd = listen_on(options.host, options.port, host_listen_backlog());
   if (!listen_fd.ok()) return listen_fd.status();
   absl::StatusOr<uint16_t> port = local_port(*listen_fd);
   int epoll_fd = epoll_create1(EPOLL_CLOEXEC);
