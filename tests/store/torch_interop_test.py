@@ -63,6 +63,10 @@ def torch_client_ops(port, use_libuv):
     check(f"{tag} get added text", s.get("text"), b"13")
     s.set("empty", "")
     check(f"{tag} get empty", s.get("empty"), b"")
+    long_key = "L" * 9000  # torch's libuv server would close on it; ours takes it
+    s.set(long_key, "v")
+    check(f"{tag} get with a 9000-byte key", s.get(long_key), b"v")
+    s.delete_key(long_key)
     c = s.clone()                                     # VALIDATE + PING again
     check(f"{tag} clone get", c.get("k"), b"w")
     # A worker of a 2-rank job counts itself in on "init/" and returns.
@@ -124,7 +128,8 @@ def against_torch_server(use_libuv):
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=use_libuv,
                            wait_for_workers=False, timeout=timedelta(seconds=10))
     master.set("from_torch", "hi")
-    result = subprocess.run([PEER, "--mode=client", f"--port={master.port}"],
+    result = subprocess.run([PEER, "--mode=client", f"--port={master.port}",
+                             f"--libuv={str(use_libuv).lower()}"],
                             capture_output=True, text=True, timeout=60)
     print(f"our client vs torch server (use_libuv={use_libuv}):", result.stdout.strip())
     if result.returncode != 0:
