@@ -59,6 +59,15 @@ int serve() {
   return 0;
 }
 
+// Another handle on the server at `port`, counting itself in nowhere.
+absl::StatusOr<std::unique_ptr<TCPStore>> connect_plain(uint16_t port,
+                                                        std::chrono::milliseconds timeout) {
+  TCPStoreOptions options;
+  options.port = port;
+  options.timeout = timeout;
+  return TCPStore::create("127.0.0.1", options);
+}
+
 int client(uint16_t port) {
   TCPStoreOptions options;
   options.port = port;
@@ -115,10 +124,7 @@ int client(uint16_t port) {
   // torch's classic server sends an empty value ~200 ms late; a client with a
   // 100 ms timeout still gets it, as torch's client does.
   expect_ok("set empty", s.set("empty", ""));
-  TCPStoreOptions short_options;
-  short_options.port = port;
-  short_options.timeout = std::chrono::milliseconds(100);
-  auto quick = TCPStore::create("127.0.0.1", short_options);
+  auto quick = connect_plain(port, std::chrono::milliseconds(100));
   expect_ok("connect with a 100 ms timeout", quick.status());
   if (quick.ok()) {
     expect_eq("get empty with a 100 ms timeout", (*quick)->get_string("empty"), std::string());
@@ -127,10 +133,7 @@ int client(uint16_t port) {
   // A key over 8 KiB: torch's libuv server closes the connection (its client
   // reports the set as done and fails the next call); ours fails the set
   // itself and says why. The classic server takes the key.
-  TCPStoreOptions long_options;
-  long_options.port = port;
-  long_options.timeout = std::chrono::milliseconds(10000);
-  auto long_key_store = TCPStore::create("127.0.0.1", long_options);
+  auto long_key_store = connect_plain(port, std::chrono::milliseconds(10000));
   expect_ok("connect for the long key", long_key_store.status());
   if (long_key_store.ok()) {
     absl::Status long_set = (*long_key_store)->set(std::string(9000, 'k'), "v");
