@@ -38,35 +38,31 @@ uint64_t read_u64(const uint8_t* p) {
          static_cast<uint64_t>(read_u32(p + 4)) << 32;
 }
 
+absl::string_view ListReader::next() {
+  const uint64_t len = read_u64(reinterpret_cast<const uint8_t*>(rest_.data()));
+  absl::string_view s = rest_.substr(8, static_cast<size_t>(len));
+  rest_.remove_prefix(8 + static_cast<size_t>(len));
+  return s;
+}
+
 namespace {
 
-// Walks one frame. Used twice per request: once without copying to learn
-// whether the frame is complete (and how long it is), then once copying its
-// keys and values into `target`.
+// Walks one frame once, keeping views of its strings.
 class Cursor {
  public:
-  Cursor(const uint8_t* data, size_t size, uint64_t max_length, Request* target)
-      : data_(data), size_(size), max_length_(max_length), target_(target) {}
-
-  // Trims the target's keys and values to those this frame carried.
-  void finish() {
-    if (target_ == nullptr) return;
-    target_->keys.resize(keys_used_);
-    target_->values.resize(values_used_);
-  }
+  Cursor(const uint8_t* data, size_t size, uint64_t max_length)
+      : data_(data), size_(size), max_length_(max_length) {}
 
   bool short_of_data() const { return need_ > 0; }
   size_t need() const { return need_; }
   bool failed() const { return !error_.empty(); }
   const std::string& error() const { return error_; }
   size_t pos() const { return pos_; }
-  bool ok() const { return need_ == 0 && error_.empty(); }
-
-  bool u8(uint8_t* v) {
-    if (!have(1)) return false;
-    *v = data_[pos_++];
-    return true;
+  void seek(size_t pos) { pos_ = pos; }
+  absl::string_view view(size_t from, size_t to) const {
+    return absl::string_view(reinterpret_cast<const char*>(data_) + from, to - from);
   }
+
   bool u32(uint32_t* v) {
     if (!have(4)) return false;
     *v = read_u32(data_ + pos_);
@@ -80,19 +76,19 @@ class Cursor {
     return true;
   }
 
-  // A length prefix, checked against the limit before anything trusts it.
-  bool length(const char* what, uint64_t* len) {
-    if (!u64(len)) return false;
-    if (*len > max_length_) {
-      return fail(absl::StrCat(what, " length ", *len, " exceeds the limit of ",
+  // A length prefix, checked against the limit before anything trusts it,
+  // then the bytes.
+  bool string(const char* what, absl::string_view* out) {
+    uint64_t len;
+    if (!u64(&len)) return false;
+    if (len > max_length_) {
+      return fail(absl::StrCat(what, " length ", len, " exceeds the limit of ",
                                max_length_, " bytes"));
     }
+    if (!have(len)) return false;
+    if (out != nullptr) *out = view(pos_, pos_ + static_cast<size_t>(len));
+    pos_ += static_cast<size_t>(len);
     return true;
-  }
-
-  bool key() { return string("key", target_ ? &target_->keys : nullptr, &keys_used_); }
-  bool value(const char* what) {
-    return string(what, target_ ? &target_->values : nullptr, &values_used_);
   }
 
   // A key count: every key takes at least its 8-byte length prefix.
@@ -111,26 +107,6 @@ class Cursor {
   }
 
  private:
-  // Copies into the next slot of *out, overwriting a string an earlier
-  // request left there: a server decoding into one Request allocates nothing
-  // in the steady state.
-  bool string(const char* what, std::vector<std::string>* out, size_t* used) {
-    uint64_t len;
-    if (!length(what, &len)) return false;
-    if (!have(len)) return false;
-    if (out != nullptr) {
-      const char* bytes = reinterpret_cast<const char*>(data_ + pos_);
-      if (*used < out->size()) {
-        (*out)[*used].assign(bytes, static_cast<size_t>(len));
-      } else {
-        out->emplace_back(bytes, static_cast<size_t>(len));
-      }
-      ++*used;
-    }
-    pos_ += static_cast<size_t>(len);
-    return true;
-  }
-
   bool have(uint64_t n) {
     if (n > max_length_ || pos_ + n + 1 > max_length_) {
       // The frame (type byte + arguments) may not outgrow the limit either.
@@ -147,16 +123,35 @@ class Cursor {
   const uint8_t* data_;
   size_t size_;
   uint64_t max_length_;
-  Request* target_;  // null while probing
-  size_t keys_used_ = 0;
-  size_t values_used_ = 0;
   size_t pos_ = 0;
   size_t need_ = 0;
   std::string error_;
 };
 
+// Checks a key list (MULTI_SET: key/value pairs), resuming where *progress
+// says an earlier call stopped, so no entry is looked at twice.
+bool walk_list(Cursor& c, bool pairs, Request* r, FrameDecoder::Progress* progress) {
+  FrameDecoder::Progress local;
+  FrameDecoder::Progress& p = progress != nullptr ? *progress : local;
+  if (p.list_pos == 0) {
+    if (!c.count(&p.count)) return false;
+    p.entries_left = p.count;
+    p.list_pos = c.pos();
+  }
+  c.seek(p.list_pos);
+  while (p.entries_left > 0) {
+    if (!c.string("key", nullptr)) return false;
+    if (pairs && !c.string("value", nullptr)) return false;
+    --p.entries_left;
+    p.list_pos = c.pos();
+  }
+  r->count = p.count;
+  return true;
+}
+
 // Walks the arguments of `type`; false when short of data or malformed.
-bool walk_arguments(QueryType type, Cursor& c, Request* r) {
+bool walk_arguments(QueryType type, Cursor& c, Request* r,
+                    FrameDecoder::Progress* progress) {
   switch (type) {
     case QueryType::kValidate:
       return c.u32(&r->magic);
@@ -167,60 +162,38 @@ bool walk_arguments(QueryType type, Cursor& c, Request* r) {
       return true;
     case QueryType::kSet:
     case QueryType::kAppend:
-      return c.key() && c.value("value");
+      return c.string("key", &r->key) && c.string("value", &r->value);
     case QueryType::kCompareSet:
-      return c.key() &&
-             c.value("expected value") &&
-             c.value("desired value");
+      return c.string("key", &r->key) && c.string("expected value", &r->value) &&
+             c.string("desired value", &r->desired);
     case QueryType::kGet:
     case QueryType::kDeleteKey:
-      return c.key();
+      return c.string("key", &r->key);
     case QueryType::kAdd: {
       uint64_t delta;
-      if (!c.key() || !c.u64(&delta)) return false;
+      if (!c.string("key", &r->key) || !c.u64(&delta)) return false;
       r->delta = static_cast<int64_t>(delta);
       return true;
     }
     case QueryType::kCheck:
     case QueryType::kWait:
-    case QueryType::kMultiGet: {
-      uint64_t n;
-      if (!c.count(&n)) return false;
-      for (uint64_t i = 0; i < n; ++i) {
-        if (!c.key()) return false;
-      }
-      return true;
-    }
-    case QueryType::kMultiSet: {
-      uint64_t n;
-      if (!c.count(&n)) return false;
-      for (uint64_t i = 0; i < n; ++i) {
-        if (!c.key() || !c.value("value")) {
-          return false;
-        }
-      }
-      return true;
-    }
+    case QueryType::kMultiGet:
+      return walk_list(c, /*pairs=*/false, r, progress);
+    case QueryType::kMultiSet:
+      return walk_list(c, /*pairs=*/true, r, progress);
   }
   return c.fail("unreachable query type");
 }
 
-void release_if_large(std::vector<std::string>* strings) {
-  constexpr size_t kMaxKeptStrings = 256;
-  constexpr size_t kMaxKeptBytes = 64 << 10;
-  if (strings->capacity() > kMaxKeptStrings) {
-    std::vector<std::string>().swap(*strings);
-    return;
-  }
-  for (std::string& s : *strings) {
-    if (s.capacity() > kMaxKeptBytes) std::string().swap(s);
-  }
+bool is_list(QueryType type) {
+  return type == QueryType::kCheck || type == QueryType::kWait ||
+         type == QueryType::kMultiGet || type == QueryType::kMultiSet;
 }
 
 }  // namespace
 
 FrameDecoder::Result FrameDecoder::decode(const uint8_t* data, size_t size,
-                                          Request* request) const {
+                                          Request* request, Progress* progress) const {
   Result result;
   if (size == 0) {
     result.need_at_least = 1;
@@ -233,37 +206,67 @@ FrameDecoder::Result FrameDecoder::decode(const uint8_t* data, size_t size,
     return result;
   }
   const QueryType type = static_cast<QueryType>(type_byte);
-
-  // Pass 1: is the whole frame here, and is it well formed?
-  Request scratch;
-  Cursor probe(data + 1, size - 1, max_length_, /*target=*/nullptr);
-  walk_arguments(type, probe, &scratch);
-  if (probe.failed()) {
-    result.outcome = Outcome::kMalformed;
-    result.error =
-        absl::StrCat(query_type_name(type), " request: ", probe.error());
-    return result;
-  }
-  if (probe.short_of_data()) {
-    result.need_at_least = probe.need() + 1;
-    return result;
-  }
-
-  // Pass 2: copy the arguments out, into the storage the previous request
-  // left unless that is large: one huge value or key list must not stay
-  // allocated for the life of the connection.
-  release_if_large(&request->keys);
-  release_if_large(&request->values);
+  *request = Request();
   request->type = type;
-  request->magic = 0;
-  request->nonce = 0;
-  request->delta = 0;
-  Cursor copy(data + 1, size - 1, max_length_, request);
-  walk_arguments(type, copy, request);
-  copy.finish();
+  // Offsets below are relative to the byte after the type.
+  Cursor c(data + 1, size - 1, max_length_);
+  walk_arguments(type, c, request, progress);
+  if (c.failed()) {
+    if (progress != nullptr) *progress = Progress();
+    result.outcome = Outcome::kMalformed;
+    result.error = absl::StrCat(query_type_name(type), " request: ", c.error());
+    return result;
+  }
+  if (c.short_of_data()) {
+    result.need_at_least = c.need() + 1;
+    return result;
+  }
+  if (is_list(type)) {
+    // The list starts after the 8-byte count.
+    request->list = c.view(8, c.pos());
+    if (progress != nullptr) *progress = Progress();
+  }
   result.outcome = Outcome::kComplete;
-  result.consumed = copy.pos() + 1;
+  result.consumed = c.pos() + 1;
   return result;
+}
+
+RequestFields to_fields(const Request& r) {
+  RequestFields f;
+  f.type = r.type;
+  f.magic = r.magic;
+  f.nonce = r.nonce;
+  f.delta = r.delta;
+  switch (r.type) {
+    case QueryType::kSet:
+    case QueryType::kAppend:
+      f.keys = {std::string(r.key)};
+      f.values = {std::string(r.value)};
+      break;
+    case QueryType::kCompareSet:
+      f.keys = {std::string(r.key)};
+      f.values = {std::string(r.value), std::string(r.desired)};
+      break;
+    case QueryType::kGet:
+    case QueryType::kDeleteKey:
+    case QueryType::kAdd:
+      f.keys = {std::string(r.key)};
+      break;
+    case QueryType::kCheck:
+    case QueryType::kWait:
+    case QueryType::kMultiGet:
+    case QueryType::kMultiSet: {
+      ListReader list(r.list);
+      for (uint64_t i = 0; i < r.count; ++i) {
+        f.keys.emplace_back(list.next());
+        if (r.type == QueryType::kMultiSet) f.values.emplace_back(list.next());
+      }
+      break;
+    }
+    default:
+      break;
+  }
+  return f;
 }
 
 FrameWriter& FrameWriter::u8(uint8_t v) {
@@ -296,7 +299,7 @@ FrameWriter& FrameWriter::bytes(const std::vector<uint8_t>& v) {
                                  v.size()));
 }
 
-std::string encode_request(const Request& r) {
+std::string encode_request(const RequestFields& r) {
   std::string out;
   FrameWriter w(&out);
   w.query(r.type);
@@ -338,6 +341,10 @@ std::string encode_request(const Request& r) {
       break;
   }
   return out;
+}
+
+std::string encode_request(const Request& request) {
+  return encode_request(to_fields(request));
 }
 
 }  // namespace protocol

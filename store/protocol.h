@@ -47,17 +47,54 @@ const char* query_type_name(QueryType type);
 enum class CheckResponse : uint8_t { kReady = 0, kNotReady = 1 };
 enum class WaitResponse : uint8_t { kStopWaiting = 0, kWaitCanceled = 1 };
 
+// Our server's refusal of one request (memory limit, output budget): eight
+// 0xFF bytes where the reply would start (no reply length, one-byte answer
+// or PING echo can begin so), then the reason as a string. The server
+// closes the connection after it. PROTOCOL.md, "Error replies".
+constexpr uint64_t kErrorReplyMarker = ~0ull;
+
 // Largest accepted length prefix (a key, a value, or a key count) unless a
 // server is configured otherwise.
 constexpr uint64_t kDefaultMaxLength = 256ull << 20;
 
-// A decoded request. Which fields are used depends on `type`:
+// A decoded request. Its strings are views into the frame bytes the decoder
+// was given (nothing is copied, so decoding costs no memory beyond the
+// frame), valid while those bytes are. Which fields are used depends on type:
 //   kValidate: magic        kPing: nonce          kGetNumKeys, kCancelWait: -
-//   kSet, kAppend: keys[0], values[0]             kGet, kDeleteKey: keys[0]
-//   kCompareSet: keys[0], values[0] (expected), values[1] (desired)
-//   kAdd: keys[0], delta    kCheck, kWait, kMultiGet: keys
-//   kMultiSet: keys, values (same length)
+//   kSet, kAppend: key, value                     kGet, kDeleteKey: key
+//   kCompareSet: key, value (expected), desired   kAdd: key, delta
+//   kCheck, kWait, kMultiGet: count keys in list (read them with ListReader)
+//   kMultiSet: count (key, value) pairs in list
 struct Request {
+  QueryType type = QueryType::kPing;
+  uint32_t magic = 0;
+  uint32_t nonce = 0;
+  int64_t delta = 0;
+  absl::string_view key;
+  absl::string_view value;
+  absl::string_view desired;
+  uint64_t count = 0;
+  absl::string_view list;  // the encoded strings after the count
+};
+
+// Walks the strings of a list the decoder accepted (so every length prefix
+// is known to be in bounds). Copyable: a large request is executed in
+// slices, and the reader keeps its place between them.
+class ListReader {
+ public:
+  ListReader() = default;
+  explicit ListReader(absl::string_view list) : rest_(list) {}
+  bool done() const { return rest_.empty(); }
+  size_t remaining() const { return rest_.size(); }
+  absl::string_view next();
+
+ private:
+  absl::string_view rest_;
+};
+
+// A request in owned form, for clients and tests that build frames.
+// keys/values as the Request comment says (MULTI_SET: keys[i], values[i]).
+struct RequestFields {
   QueryType type = QueryType::kPing;
   uint32_t magic = 0;
   uint32_t nonce = 0;
@@ -66,13 +103,18 @@ struct Request {
   std::vector<std::string> values;
 };
 
+// Copies a decoded request out of its frame.
+RequestFields to_fields(const Request& request);
+
 // Decodes requests from a byte stream that arrives in arbitrary pieces.
 //
 // decode() looks at the bytes received so far (which start at a frame
 // boundary) and either finds one complete request, asks for more bytes, or
-// rejects the stream. It never copies a value before the whole frame is
-// there, and tells the caller how many bytes it needs at least, so a large
-// value arriving in many pieces is not re-scanned on every piece.
+// rejects the stream. It tells the caller how many bytes it needs at least,
+// so a large value arriving in many pieces is not re-scanned on every piece,
+// and with a Progress it resumes a long key list where the last call
+// stopped: decoding any frame costs time linear in its size, however it is
+// cut.
 class FrameDecoder {
  public:
   enum class Outcome { kComplete, kNeedMore, kMalformed };
@@ -88,13 +130,21 @@ class FrameDecoder {
     std::string error;
   };
 
+  // How far a list frame was checked; belongs to one frame of one stream.
+  // Reset (or fresh) for each new frame; decode() resets it on kComplete
+  // and kMalformed.
+  struct Progress {
+    size_t list_pos = 0;      // frame offset of the next unchecked entry; 0: none yet
+    uint64_t entries_left = 0;
+    uint64_t count = 0;
+  };
+
   explicit FrameDecoder(uint64_t max_length = kDefaultMaxLength)
       : max_length_(max_length) {}
 
-  // On kComplete overwrites every field of *request. Passing the same Request
-  // again and again reuses its strings' storage (no allocation per request
-  // once they are large enough).
-  Result decode(const uint8_t* data, size_t size, Request* request) const;
+  // On kComplete overwrites every field of *request with views into data.
+  Result decode(const uint8_t* data, size_t size, Request* request,
+                Progress* progress = nullptr) const;
 
   uint64_t max_length() const { return max_length_; }
 
@@ -121,6 +171,7 @@ class FrameWriter {
 };
 
 // Encodes one request as the wire bytes a torch client would send.
+std::string encode_request(const RequestFields& request);
 std::string encode_request(const Request& request);
 
 // Little-endian reads, for clients parsing responses.

@@ -19,6 +19,9 @@ absl::Status set_nodelay(int fd);
 
 // "127.0.0.1:4242" / "[::1]:4242" for the remote end, "?" if unknown.
 std::string peer_name(int fd);
+// A non-blocking listening socket for `host` ("" = every interface, IPv6
+// dual stack first, then IPv4) and `port`.
+absl::StatusOr<int> listen_on(const std::string& host, uint16_t port, int backlog);
 // The local port a socket is bound to.
 absl::StatusOr<uint16_t> local_port(int fd);
 

@@ -231,10 +231,33 @@ absl::Status StoreConnection::recv(size_t n, std::string* out, Clock::time_point
   return absl::OkStatus();
 }
 
+absl::Status StoreConnection::recv_error_reply(size_t seen, Clock::time_point deadline) {
+  std::string rest;
+  absl::Status s = recv(8 - seen, &rest, deadline);
+  if (!s.ok()) return s;
+  if (rest.find_first_not_of('\xff') != std::string::npos) {
+    return absl::DataLossError(absl::StrCat("store: the server at ", server_,
+                                            " sent an unexpected reply starting with 0xff"));
+  }
+  absl::StatusOr<int64_t> len = recv_i64(deadline);
+  if (!len.ok()) return len.status();
+  constexpr int64_t kLongestReason = 64 << 10;
+  if (*len < 0 || *len > kLongestReason) {
+    return absl::DataLossError(absl::StrCat("store: the server at ", server_,
+                                            " sent an error reply of implausible length ", *len));
+  }
+  std::string reason;
+  s = recv(static_cast<size_t>(*len), &reason, deadline);
+  if (!s.ok()) return s;
+  return absl::ResourceExhaustedError(
+      absl::StrCat("store: the server at ", server_, " refused the request: ", reason));
+}
+
 absl::StatusOr<uint8_t> StoreConnection::recv_u8(Clock::time_point deadline) {
   std::string b;
   absl::Status s = recv(1, &b, deadline);
   if (!s.ok()) return s;
+  if (static_cast<uint8_t>(b[0]) == 0xff) return recv_error_reply(1, deadline);
   return static_cast<uint8_t>(b[0]);
 }
 
@@ -245,9 +268,21 @@ absl::StatusOr<int64_t> StoreConnection::recv_i64(Clock::time_point deadline) {
   return static_cast<int64_t>(protocol::read_u64(reinterpret_cast<const uint8_t*>(b.data())));
 }
 
+absl::StatusOr<uint32_t> StoreConnection::recv_echo(Clock::time_point deadline) {
+  std::string b;
+  absl::Status s = recv(4, &b, deadline);
+  if (!s.ok()) return s;
+  const uint32_t nonce = protocol::read_u32(reinterpret_cast<const uint8_t*>(b.data()));
+  if (nonce == 0xffffffffu) return recv_error_reply(4, deadline);
+  return nonce;
+}
+
 absl::StatusOr<std::string> StoreConnection::recv_bytes(Clock::time_point deadline) {
   absl::StatusOr<int64_t> len = recv_i64(deadline);
   if (!len.ok()) return len.status();
+  if (static_cast<uint64_t>(*len) == protocol::kErrorReplyMarker) {
+    return recv_error_reply(8, deadline);
+  }
   if (*len < 0 || static_cast<uint64_t>(*len) > protocol::kDefaultMaxLength * 4) {
     return absl::DataLossError(absl::StrCat("store: the server at ", server_,
                                             " sent an implausible value length ", *len));

@@ -34,10 +34,16 @@ class StoreConnection {
   // Replies are read through a small buffer, so bytes of the next reply
   // that arrived together with this one wait there for the next call.
   absl::Status recv(size_t n, std::string* out, Clock::time_point deadline);
+  // The replies below recognise our server's error reply (eight 0xFF bytes
+  // and a reason, protocol::kErrorReplyMarker) where they begin, and return
+  // it as ResourceExhausted naming the reason. An int64 reply cannot carry
+  // one (any 8 bytes are a number), so recv_i64 does not look for it.
   absl::StatusOr<uint8_t> recv_u8(Clock::time_point deadline);
   absl::StatusOr<int64_t> recv_i64(Clock::time_point deadline);
   // uint64 length + bytes.
   absl::StatusOr<std::string> recv_bytes(Clock::time_point deadline);
+  // A PING's nonce echo (a nonce is never 0xFFFFFFFF).
+  absl::StatusOr<uint32_t> recv_echo(Clock::time_point deadline);
 
   // "127.0.0.1:29500", for error messages.
   const std::string& server() const { return server_; }
@@ -47,6 +53,8 @@ class StoreConnection {
   static absl::StatusOr<int> connect_once(const std::string& host, uint16_t port,
                                           Clock::time_point deadline);
   absl::Status handshake(Clock::time_point deadline);
+  // The rest of an error reply whose first `seen` marker bytes were read.
+  absl::Status recv_error_reply(size_t seen, Clock::time_point deadline);
   // One recv of at most `room` bytes once the socket is readable.
   absl::StatusOr<size_t> recv_some(char* dst, size_t room, Clock::time_point deadline);
 

@@ -1,28 +1,183 @@
 #include "store/store_state.h"
 
-#include <algorithm>
 #include <charconv>
+#include <limits>
 
-#include "absl/strings/numbers.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace ddpx {
 
 using protocol::CheckResponse;
-using protocol::FrameWriter;
+using protocol::ListReader;
 using protocol::QueryType;
 using protocol::WaitResponse;
 
 namespace {
 
-void reply_byte(std::string* reply, uint8_t b) { reply->push_back(static_cast<char>(b)); }
+// Bookkeeping per key besides its bytes (map slot, string header).
+constexpr uint64_t kKeyOverhead = 64;
+// Per key a WAIT registers (the waiter list and the wait's key set).
+constexpr uint64_t kWaitOverhead = 96;
+// An overwrite reuses a value's storage up to this size; a larger one is
+// replaced, so a key once set to megabytes does not keep them.
+constexpr size_t kReusedBytes = 64 << 10;
+
+std::string shown(absl::string_view s) {
+  constexpr size_t kShown = 32;
+  std::string out = absl::CHexEscape(s.substr(0, kShown));
+  if (s.size() > kShown) absl::StrAppend(&out, "...");
+  return out;
+}
 
 }  // namespace
 
+bool parse_leading_integer(absl::string_view text, int64_t* value) {
+  size_t i = 0;
+  auto space = [](char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\v' || c == '\f' || c == '\r';
+  };
+  while (i < text.size() && space(text[i])) ++i;
+  bool negative = false;
+  if (i < text.size() && (text[i] == '+' || text[i] == '-')) {
+    negative = text[i] == '-';
+    ++i;
+  }
+  const size_t digits_start = i;
+  // Accumulate as a negative number: its range includes INT64_MIN.
+  int64_t acc = 0;
+  constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+    const int digit = text[i] - '0';
+    if (acc < (kMin + digit) / 10) return false;  // out of range, as stoll
+    acc = acc * 10 - digit;
+  }
+  if (i == digits_start) return false;
+  if (!negative) {
+    if (acc == kMin) return false;
+    acc = -acc;
+  }
+  *value = acc;
+  return true;
+}
+
+StoreState::StoreState(MemoryMeter* meter, uint64_t output_budget, WakeFn wake)
+    : meter_(meter), output_budget_(output_budget), wake_(std::move(wake)) {}
+
+absl::Status StoreState::refuse_write(absl::string_view what, absl::string_view key,
+                                      uint64_t bytes) const {
+  return absl::ResourceExhaustedError(absl::StrCat(
+      what, " of '", shown(key), "' refused: ", bytes,
+      " more bytes would pass the server's memory limit of ", meter_->limit(),
+      " bytes (", meter_->used(), " in use); stored values are kept"));
+}
+
+absl::Status StoreState::store(absl::string_view key, absl::string_view value) {
+  auto it = data_.find(key);
+  if (it != data_.end()) {
+    ValueRef& v = it->second;
+    if (value.size() > v->size() && !meter_->fits(value.size() - v->size())) {
+      return refuse_write("SET", key, value.size() - v->size());
+    }
+    if (v.use_count() == 1 && v->capacity() <= kReusedBytes &&
+        value.size() <= kReusedBytes) {
+      v->assign(value);
+    } else {
+      v = std::make_shared<StoredValue>(meter_, value);  // a reply may hold the old one
+    }
+    return absl::OkStatus();
+  }
+  const uint64_t cost = key.size() + kKeyOverhead + value.size() + StoredValue::kOverhead;
+  if (!meter_->fits(cost)) return refuse_write("SET", key, cost);
+  ValueRef v = std::make_shared<StoredValue>(meter_, value);
+  auto inserted = data_.emplace(std::string(key), std::move(v)).first;
+  meter_->add(key.size() + kKeyOverhead);
+  key_created(inserted->first);
+  return absl::OkStatus();
+}
+
+absl::Status StoreState::add(absl::string_view key, int64_t delta, int64_t* result) {
+  int64_t value = 0;
+  auto it = data_.find(key);
+  if (it != data_.end() && !parse_leading_integer(it->second->bytes(), &value)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "ADD on key '", shown(key), "' whose value '", shown(it->second->bytes()),
+        "' does not start with an int64 (torch's servers close the connection too)"));
+  }
+  // Wrapping like the two's complement hardware does, never UB.
+  value = static_cast<int64_t>(static_cast<uint64_t>(value) + static_cast<uint64_t>(delta));
+  char text[24];  // the decimal text torch stores; no heap round trip
+  const char* end = std::to_chars(text, text + sizeof(text), value).ptr;
+  absl::Status s = store(key, absl::string_view(text, static_cast<size_t>(end - text)));
+  if (!s.ok()) return s;
+  *result = value;
+  return absl::OkStatus();
+}
+
+absl::Status StoreState::append(absl::string_view key, absl::string_view value) {
+  auto it = data_.find(key);
+  if (it == data_.end()) return store(key, value);
+  if (!meter_->fits(value.size())) return refuse_write("APPEND", key, value.size());
+  ValueRef& v = it->second;
+  if (v.use_count() == 1) {
+    v->append(value);
+  } else {
+    // A reply still sends the old bytes: build the longer value beside it.
+    std::string joined = absl::StrCat(v->bytes(), value);
+    v = std::make_shared<StoredValue>(meter_, joined);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreState::check_budget(uint64_t reply_size, uint64_t owed) const {
+  if (owed + reply_size <= output_budget_) return absl::OkStatus();
+  if (owed == 0) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "a reply of ", reply_size, " bytes or more exceeds the output budget of ",
+        output_budget_, " bytes per connection"));
+  }
+  return absl::ResourceExhaustedError(absl::StrCat(
+      "not reading its responses: it owes ", owed, " bytes, and a reply of ", reply_size,
+      " bytes or more would pass the output budget of ", output_budget_,
+      " bytes per connection"));
+}
+
+absl::Status StoreState::reply_value(const ValueRef* value, ReplyQueue* reply,
+                                     uint64_t reply_so_far, uint64_t owed) {
+  const uint64_t size = 8 + (value != nullptr ? (*value)->size() : 0);
+  absl::Status s = check_budget(reply_so_far + size, owed);
+  if (!s.ok()) return s;
+  if (value == nullptr) {
+    reply->u64(0);
+  } else {
+    reply->value(*value);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status StoreState::compare_set(const protocol::Request& r, ReplyQueue* reply) {
+  auto it = data_.find(r.key);
+  if (it == data_.end()) {
+    if (!r.value.empty()) {
+      // torch answers the expected value and stores nothing.
+      absl::Status s = check_budget(8 + r.value.size(), reply->owed());
+      if (s.ok()) reply->bytes(r.value);
+      return s;
+    }
+    absl::Status s = store(r.key, r.desired);
+    if (!s.ok()) return s;
+    it = data_.find(r.key);
+  } else if (it->second->bytes() == r.value) {
+    absl::Status s = store(r.key, r.desired);
+    if (!s.ok()) return s;
+  }
+  return reply_value(&it->second, reply, 0, reply->owed());
+}
+
 absl::Status StoreState::apply(ClientId client, const protocol::Request& r,
-                               std::string* reply, std::vector<ClientId>* woken) {
-  FrameWriter w(reply);
+                               const char* frame, ReplyQueue* reply,
+                               std::unique_ptr<ListWork>* work) {
   switch (r.type) {
     case QueryType::kValidate:
       if (r.magic != protocol::kValidationMagic) {
@@ -32,122 +187,160 @@ absl::Status StoreState::apply(ClientId client, const protocol::Request& r,
       }
       return absl::OkStatus();
     case QueryType::kPing:
-      w.u32(r.nonce);
+      reply->u32(r.nonce);
       return absl::OkStatus();
     case QueryType::kSet:
-      store(r.keys[0], r.values[0], woken);
-      return absl::OkStatus();
-    case QueryType::kCompareSet: {
-      const std::string& key = r.keys[0];
-      const std::string& expected = r.values[0];
-      const std::string& desired = r.values[1];
-      auto it = data_.find(key);
-      if (it == data_.end()) {
-        if (expected.empty()) {
-          store(key, desired, woken);
-          w.bytes(desired);
-        } else {
-          w.bytes(expected);
-        }
-      } else {
-        if (it->second == expected) it->second = desired;
-        w.bytes(it->second);
-      }
-      return absl::OkStatus();
-    }
+      return store(r.key, r.value);
+    case QueryType::kCompareSet:
+      return compare_set(r, reply);
     case QueryType::kGet: {
       // Clients WAIT before they GET, so a missing key is only seen by a
-      // client that skipped that; it gets an empty value, as from torch.
-      auto it = data_.find(r.keys[0]);
-      w.bytes(it == data_.end() ? absl::string_view() : it->second);
-      return absl::OkStatus();
+      // client that skipped that; it gets an empty value.
+      auto it = data_.find(r.key);
+      return reply_value(it == data_.end() ? nullptr : &it->second, reply, 0, reply->owed());
     }
     case QueryType::kAdd: {
       int64_t value = 0;
-      auto it = data_.find(r.keys[0]);
-      if (it != data_.end() && !absl::SimpleAtoi(it->second, &value)) {
-        return absl::InvalidArgumentError(
-            absl::StrCat("ADD on key '", r.keys[0], "' whose value is not an integer"));
+      absl::Status s = add(r.key, r.delta, &value);
+      if (s.ok()) reply->u64(static_cast<uint64_t>(value));
+      return s;
+    }
+    case QueryType::kCancelWait:
+      cancel_wait(client);
+      reply->u8(static_cast<uint8_t>(WaitResponse::kWaitCanceled));
+      return absl::OkStatus();
+    case QueryType::kGetNumKeys:
+      reply->u64(data_.size());
+      return absl::OkStatus();
+    case QueryType::kDeleteKey: {
+      auto it = data_.find(r.key);
+      if (it == data_.end()) {
+        reply->u64(0);
+        return absl::OkStatus();
       }
-      // Wrapping like the two's complement hardware does, never UB.
-      value = static_cast<int64_t>(static_cast<uint64_t>(value) +
-                                   static_cast<uint64_t>(r.delta));
-      char text[24];  // the decimal text torch stores; no heap round trip
-      const char* end = std::to_chars(text, text + sizeof(text), value).ptr;
-      const absl::string_view decimal(text, static_cast<size_t>(end - text));
-      if (it != data_.end()) {
-        it->second.assign(decimal.data(), decimal.size());
-      } else {
-        store(r.keys[0], decimal, woken);
-      }
-      w.i64(value);
+      meter_->sub(it->first.size() + kKeyOverhead);
+      data_.erase(it);
+      reply->u64(1);
       return absl::OkStatus();
     }
-    case QueryType::kCheck: {
-      bool all = std::all_of(r.keys.begin(), r.keys.end(),
-                             [&](const std::string& k) { return data_.count(k) > 0; });
-      reply_byte(reply, static_cast<uint8_t>(all ? CheckResponse::kReady
-                                                 : CheckResponse::kNotReady));
-      return absl::OkStatus();
-    }
+    case QueryType::kAppend:
+      return append(r.key, r.value);
+    case QueryType::kCheck:
     case QueryType::kWait:
-      if (is_waiting(client)) {
+    case QueryType::kMultiGet:
+    case QueryType::kMultiSet: {
+      if (r.type == QueryType::kWait && is_waiting(client)) {
         return absl::FailedPreconditionError(
             "WAIT while an earlier WAIT of the same client is still pending");
       }
-      start_wait(client, r.keys, reply);
-      return absl::OkStatus();
-    case QueryType::kCancelWait:
-      cancel_wait(client);
-      reply_byte(reply, static_cast<uint8_t>(WaitResponse::kWaitCanceled));
-      return absl::OkStatus();
-    case QueryType::kGetNumKeys:
-      w.i64(static_cast<int64_t>(data_.size()));
-      return absl::OkStatus();
-    case QueryType::kDeleteKey:
-      w.i64(static_cast<int64_t>(data_.erase(r.keys[0])));
-      return absl::OkStatus();
-    case QueryType::kAppend: {
-      auto it = data_.find(r.keys[0]);
-      if (it == data_.end()) {
-        store(r.keys[0], r.values[0], woken);
-      } else {
-        it->second += r.values[0];
-      }
-      return absl::OkStatus();
+      auto w = std::make_unique<ListWork>(meter_);
+      w->type = r.type;
+      w->pos = static_cast<size_t>(r.list.data() - frame);
+      w->end = w->pos + r.list.size();
+      w->left = r.count;
+      if (r.type == QueryType::kWait) waits_.emplace(client, PendingWait());
+      *work = std::move(w);
+      return resume(client, frame, reply, work);
     }
-    case QueryType::kMultiGet:
-      for (const auto& k : r.keys) {
-        auto it = data_.find(k);
-        w.bytes(it == data_.end() ? absl::string_view() : it->second);
-      }
-      return absl::OkStatus();
-    case QueryType::kMultiSet:
-      for (size_t i = 0; i < r.keys.size(); ++i) store(r.keys[i], r.values[i], woken);
-      return absl::OkStatus();
   }
   return absl::InvalidArgumentError("unknown query type");
 }
 
-void StoreState::store(const std::string& key, absl::string_view value,
-                       std::vector<ClientId>* woken) {
-  auto it = data_.find(key);
-  if (it != data_.end()) {
-    // Reuse a small value's storage; a large one is replaced, so a key once
-    // set to megabytes does not keep them after being set to a byte.
-    constexpr size_t kReusedBytes = 64 << 10;
-    if (it->second.capacity() <= kReusedBytes) {
-      it->second.assign(value.data(), value.size());
-    } else {
-      it->second = std::string(value);
-    }
-    return;
+absl::Status StoreState::resume(ClientId client, const char* frame, ReplyQueue* reply,
+                                std::unique_ptr<ListWork>* work) {
+  ListWork* w = work->get();
+  absl::Status s = step(client, frame, reply, w);
+  if (!s.ok()) {
+    if (w->type == QueryType::kWait) cancel_wait(client);
+    work->reset();
+    return s;
   }
-  data_.emplace(key, std::string(value));
-  key_created(key, woken);
+  if (w->left > 0) return absl::OkStatus();
+  switch (w->type) {
+    case QueryType::kCheck:
+      reply->u8(static_cast<uint8_t>(w->all_present ? CheckResponse::kReady
+                                                    : CheckResponse::kNotReady));
+      break;
+    case QueryType::kWait: {
+      auto pending = waits_.find(client);
+      pending->second.registering = false;
+      if (pending->second.missing == 0) {
+        end_wait(client, /*wake=*/false);
+        reply->u8(static_cast<uint8_t>(WaitResponse::kStopWaiting));
+      }
+      break;
+    }
+    case QueryType::kMultiGet:
+      reply->splice(&w->reply);
+      break;
+    default:
+      break;
+  }
+  work->reset();
+  return absl::OkStatus();
 }
 
-void StoreState::key_created(const std::string& key, std::vector<ClientId>* woken) {
+absl::Status StoreState::step(ClientId client, const char* frame, ReplyQueue* reply,
+                              ListWork* w) {
+  ListReader list(absl::string_view(frame + w->pos, w->end - w->pos));
+  size_t entries = 0, bytes = 0;
+  absl::Status status;
+  while (w->left > 0 && entries < kSliceEntries && bytes < kSliceBytes) {
+    absl::string_view key = list.next();
+    bytes += key.size();
+    ++entries;
+    switch (w->type) {
+      case QueryType::kCheck:
+        // Like torch's all_of: the first missing key decides.
+        if (data_.find(key) == data_.end()) {
+          w->all_present = false;
+          w->left = 1;
+          list = ListReader();
+        }
+        break;
+      case QueryType::kWait: {
+        if (data_.find(key) != data_.end()) break;
+        const uint64_t cost = key.size() * 2 + kWaitOverhead;
+        if (!meter_->fits(cost)) {
+          status = absl::ResourceExhaustedError(absl::StrCat(
+              "WAIT refused: registering on more keys would pass the server's "
+              "memory limit of ", meter_->limit(), " bytes"));
+          break;
+        }
+        std::vector<ClientId>& waiting = waiters_[key];
+        // A key named again right after itself counts once.
+        if (!waiting.empty() && waiting.back() == client) break;
+        PendingWait& pending = waits_.find(client)->second;
+        pending.keys.emplace_back(key);
+        waiting.push_back(client);
+        pending.charged += cost;
+        meter_->add(cost);
+        ++pending.missing;
+        break;
+      }
+      case QueryType::kMultiGet: {
+        auto it = data_.find(key);
+        status = reply_value(it == data_.end() ? nullptr : &it->second, &w->reply,
+                             w->reply.owed(), reply->owed());
+        break;
+      }
+      case QueryType::kMultiSet: {
+        absl::string_view value = list.next();
+        bytes += value.size();
+        status = store(key, value);
+        break;
+      }
+      default:
+        break;
+    }
+    if (!status.ok()) return status;
+    --w->left;
+  }
+  w->pos = w->end - list.remaining();
+  return absl::OkStatus();
+}
+
+void StoreState::key_created(const std::string& key) {
   auto it = waiters_.find(key);
   if (it == waiters_.end()) return;
   std::vector<ClientId> clients = std::move(it->second);
@@ -155,32 +348,15 @@ void StoreState::key_created(const std::string& key, std::vector<ClientId>* woke
   for (ClientId c : clients) {
     auto w = waits_.find(c);
     if (w == waits_.end()) continue;
-    auto& keys = w->second.keys;
-    auto pos = std::find(keys.begin(), keys.end(), key);
-    if (pos != keys.end()) keys.erase(pos);
-    if (--w->second.missing == 0) {
-      waits_.erase(w);
-      woken->push_back(c);
-    }
+    if (--w->second.missing == 0 && !w->second.registering) end_wait(c, /*wake=*/true);
   }
 }
 
-void StoreState::start_wait(ClientId client, const std::vector<std::string>& keys,
-                            std::string* reply) {
-  PendingWait wait;
-  for (const auto& k : keys) {
-    if (data_.count(k)) continue;
-    // A key named twice counts once.
-    if (std::find(wait.keys.begin(), wait.keys.end(), k) != wait.keys.end()) continue;
-    wait.keys.push_back(k);
-  }
-  if (wait.keys.empty()) {
-    reply_byte(reply, static_cast<uint8_t>(WaitResponse::kStopWaiting));
-    return;
-  }
-  wait.missing = wait.keys.size();
-  for (const auto& k : wait.keys) waiters_[k].push_back(client);
-  waits_.emplace(client, std::move(wait));
+void StoreState::end_wait(ClientId client, bool wake) {
+  auto w = waits_.find(client);
+  meter_->sub(w->second.charged);
+  waits_.erase(w);
+  if (wake) wake_(client);
 }
 
 void StoreState::cancel_wait(ClientId client) {
@@ -190,14 +366,16 @@ void StoreState::cancel_wait(ClientId client) {
     auto it = waiters_.find(k);
     if (it == waiters_.end()) continue;
     auto& clients = it->second;
-    auto pos = std::find(clients.begin(), clients.end(), client);
-    if (pos != clients.end()) {
-      *pos = clients.back();
-      clients.pop_back();
+    for (size_t i = 0; i < clients.size(); ++i) {
+      if (clients[i] == client) {
+        clients[i] = clients.back();
+        clients.pop_back();
+        break;
+      }
     }
     if (clients.empty()) waiters_.erase(it);
   }
-  waits_.erase(w);
+  end_wait(client, /*wake=*/false);
 }
 
 void StoreState::forget(ClientId client) { cancel_wait(client); }

@@ -1,5 +1,6 @@
 #include "store/tcp_store.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "absl/strings/numbers.h"
@@ -25,6 +26,17 @@ Bytes as_bytes(const std::string& s) { return Bytes(s.begin(), s.end()); }
 
 absl::Status annotate(const absl::Status& s, const std::string& what) {
   return absl::Status(s.code(), absl::StrCat(what, ": ", s.message()));
+}
+
+// torch's libuv server closes the connection on a key over 8 KiB; say so
+// when that may be why.
+absl::Status with_long_key_hint(const absl::Status& s, const std::string& key) {
+  constexpr size_t kTorchLibuvMaxKey = 8 << 10;
+  if (!absl::IsUnavailable(s) || wire(key).size() <= kTorchLibuvMaxKey) return s;
+  return absl::Status(s.code(), absl::StrCat(s.message(), " (the key is ", wire(key).size(),
+                                             " bytes on the wire; torch's libuv server "
+                                             "closes the connection on keys over ",
+                                             kTorchLibuvMaxKey, " bytes)"));
 }
 
 }  // namespace
@@ -59,6 +71,11 @@ TCPStore::Deadline TCPStore::deadline_after(std::chrono::milliseconds timeout) c
   return StoreConnection::Clock::now() + timeout;
 }
 
+TCPStore::Deadline TCPStore::reply_deadline(std::chrono::milliseconds timeout) const {
+  return StoreConnection::Clock::now() +
+         std::max<std::chrono::milliseconds>(timeout, kReplyTimeoutFloor);
+}
+
 absl::Status TCPStore::usable_locked() const {
   if (!broken_.ok()) {
     return absl::Status(broken_.code(),
@@ -87,14 +104,15 @@ absl::Status TCPStore::send_acknowledged_locked(std::string* frame, Deadline dea
   // SET, APPEND and MULTI_SET have no reply in the protocol. A PING behind
   // them makes the call return only once the server has applied the write,
   // so a value set before telling another process is there when it looks.
-  const uint32_t nonce = ++ping_nonce_;
+  // 0xFFFFFFFF would read as the start of an error reply.
+  if (++ping_nonce_ == 0xffffffffu) ping_nonce_ = 1;
+  const uint32_t nonce = ping_nonce_;
   FrameWriter(frame).query(QueryType::kPing).u32(nonce);
   absl::Status s = send_locked(*frame, deadline);
   if (!s.ok()) return s;
-  std::string echo;
-  s = conn_->recv(4, &echo, deadline);
-  if (!s.ok()) return broken_locked(s);
-  if (protocol::read_u32(reinterpret_cast<const uint8_t*>(echo.data())) != nonce) {
+  absl::StatusOr<uint32_t> echo = conn_->recv_echo(deadline);
+  if (!echo.ok()) return broken_locked(echo.status());
+  if (*echo != nonce) {
     return broken_locked(absl::DataLossError("store: PING echo out of step"));
   }
   return absl::OkStatus();
@@ -104,8 +122,8 @@ absl::Status TCPStore::set(const std::string& key, const Bytes& value) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string frame;
   FrameWriter(&frame).query(QueryType::kSet).bytes(wire(key)).bytes(value);
-  absl::Status s = send_acknowledged_locked(&frame, deadline_after(timeout()));
-  if (!s.ok()) return annotate(s, absl::StrCat("store: set('", key, "')"));
+  absl::Status s = send_acknowledged_locked(&frame, reply_deadline(timeout()));
+  if (!s.ok()) return annotate(with_long_key_hint(s, key), absl::StrCat("store: set('", key, "')"));
   return s;
 }
 
@@ -116,7 +134,10 @@ absl::StatusOr<Bytes> TCPStore::get(const std::string& key,
   if (!s.ok()) return s;
   std::string frame;
   FrameWriter(&frame).query(QueryType::kGet).bytes(wire(key));
-  Deadline deadline = deadline_after(timeout);
+  // The key exists now: the value comes however late the server is (torch's
+  // client waits for it without a limit; an empty value from torch's
+  // classic server can take 200 ms).
+  Deadline deadline = reply_deadline(timeout);
   s = send_locked(frame, deadline);
   if (!s.ok()) return annotate(s, absl::StrCat("store: get('", key, "')"));
   absl::StatusOr<std::string> value = conn_->recv_bytes(deadline);
@@ -135,19 +156,22 @@ absl::StatusOr<int64_t> TCPStore::add_locked(const std::string& wire_key, int64_
   absl::StatusOr<int64_t> value = conn_->recv_i64(deadline);
   if (!value.ok()) {
     if (!absl::IsUnavailable(value.status())) return broken_locked(value.status());
-    // The server drops a client whose ADD hits a non-number.
+    // Servers (ours and torch's) close the connection on an ADD to a value
+    // that does not start with an integer, and ours on an ADD past its
+    // memory limit (an int64 reply has no room for an error reply).
     return broken_locked(absl::Status(
         value.status().code(),
         absl::StrCat(value.status().message(),
-                     " (a server closes the connection on ADD to a key whose "
-                     "value is not an integer)")));
+                     " (a server closes the connection on ADD to a value that "
+                     "does not start with an integer, and ours on ADD past its "
+                     "memory limit; its log says which)")));
   }
   return value;
 }
 
 absl::StatusOr<int64_t> TCPStore::add(const std::string& key, int64_t delta) {
   std::lock_guard<std::mutex> lock(mu_);
-  absl::StatusOr<int64_t> v = add_locked(wire(key), delta, deadline_after(timeout()));
+  absl::StatusOr<int64_t> v = add_locked(wire(key), delta, reply_deadline(timeout()));
   if (!v.ok()) return annotate(v.status(), absl::StrCat("store: add('", key, "')"));
   return v;
 }
@@ -161,7 +185,7 @@ absl::StatusOr<Bytes> TCPStore::compare_set(const std::string& key, const Bytes&
       .bytes(wire(key))
       .bytes(expected)
       .bytes(desired);
-  Deadline deadline = deadline_after(timeout());
+  Deadline deadline = reply_deadline(timeout());
   absl::Status s = send_locked(frame, deadline);
   absl::StatusOr<std::string> value = s.ok() ? conn_->recv_bytes(deadline)
                                              : absl::StatusOr<std::string>(s);
@@ -253,7 +277,7 @@ absl::StatusOr<bool> TCPStore::check(const std::vector<std::string>& keys) {
   FrameWriter w(&frame);
   w.query(QueryType::kCheck).u64(keys.size());
   for (const auto& k : keys) w.bytes(wire(k));
-  Deadline deadline = deadline_after(timeout());
+  Deadline deadline = reply_deadline(timeout());
   absl::Status s = send_locked(frame, deadline);
   absl::StatusOr<uint8_t> r = s.ok() ? conn_->recv_u8(deadline) : absl::StatusOr<uint8_t>(s);
   if (!r.ok()) return annotate(broken_locked(r.status()), "store: check");
@@ -264,7 +288,7 @@ absl::StatusOr<bool> TCPStore::delete_key(const std::string& key) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string frame;
   FrameWriter(&frame).query(QueryType::kDeleteKey).bytes(wire(key));
-  Deadline deadline = deadline_after(timeout());
+  Deadline deadline = reply_deadline(timeout());
   absl::Status s = send_locked(frame, deadline);
   absl::StatusOr<int64_t> n = s.ok() ? conn_->recv_i64(deadline) : absl::StatusOr<int64_t>(s);
   if (!n.ok()) {
@@ -277,7 +301,7 @@ absl::StatusOr<int64_t> TCPStore::num_keys() {
   std::lock_guard<std::mutex> lock(mu_);
   std::string frame;
   FrameWriter(&frame).query(QueryType::kGetNumKeys);
-  Deadline deadline = deadline_after(timeout());
+  Deadline deadline = reply_deadline(timeout());
   absl::Status s = send_locked(frame, deadline);
   absl::StatusOr<int64_t> n = s.ok() ? conn_->recv_i64(deadline) : absl::StatusOr<int64_t>(s);
   if (!n.ok()) return annotate(broken_locked(n.status()), "store: num_keys");
@@ -295,7 +319,7 @@ absl::StatusOr<std::vector<Bytes>> TCPStore::multi_get(const std::vector<std::st
   FrameWriter w(&frame);
   w.query(QueryType::kMultiGet).u64(keys.size());
   for (const auto& k : wire_keys) w.bytes(k);
-  Deadline deadline = deadline_after(timeout);
+  Deadline deadline = reply_deadline(timeout);
   s = send_locked(frame, deadline);
   if (!s.ok()) return annotate(s, "store: multi_get");
   std::vector<Bytes> values;
@@ -319,7 +343,7 @@ absl::Status TCPStore::multi_set(const std::vector<std::string>& keys,
   FrameWriter w(&frame);
   w.query(QueryType::kMultiSet).u64(keys.size());
   for (size_t i = 0; i < keys.size(); ++i) w.bytes(wire(keys[i])).bytes(values[i]);
-  absl::Status s = send_acknowledged_locked(&frame, deadline_after(timeout()));
+  absl::Status s = send_acknowledged_locked(&frame, reply_deadline(timeout()));
   if (!s.ok()) return annotate(s, "store: multi_set");
   return s;
 }
@@ -328,8 +352,10 @@ absl::Status TCPStore::append(const std::string& key, const Bytes& value) {
   std::lock_guard<std::mutex> lock(mu_);
   std::string frame;
   FrameWriter(&frame).query(QueryType::kAppend).bytes(wire(key)).bytes(value);
-  absl::Status s = send_acknowledged_locked(&frame, deadline_after(timeout()));
-  if (!s.ok()) return annotate(s, absl::StrCat("store: append('", key, "')"));
+  absl::Status s = send_acknowledged_locked(&frame, reply_deadline(timeout()));
+  if (!s.ok()) {
+    return annotate(with_long_key_hint(s, key), absl::StrCat("store: append('", key, "')"));
+  }
   return s;
 }
 

@@ -47,6 +47,13 @@ struct TCPStoreOptions {
 
 class TCPStore : public Store {
  public:
+  // The timeout of a call bounds its wait for keys. A reply to a request
+  // that waits for nothing (a GET once its key exists, ADD, a SET's
+  // acknowledgement) is awaited at least this long: torch's client waits
+  // for those without a limit, and torch's servers can be slow to send
+  // them, so a short timeout must not fail an exchange that is under way.
+  static constexpr std::chrono::seconds kReplyTimeoutFloor{30};
+
   static absl::StatusOr<std::unique_ptr<TCPStore>> create(
       std::string host, const TCPStoreOptions& options = {});
   ~TCPStore() override;
@@ -92,6 +99,8 @@ class TCPStore : public Store {
 
   using Deadline = StoreConnection::Clock::time_point;
   Deadline deadline_after(std::chrono::milliseconds timeout) const;
+  // For a reply that waits for nothing: max(timeout, kReplyTimeoutFloor).
+  Deadline reply_deadline(std::chrono::milliseconds timeout) const;
   // Sends one request; marks the connection broken on failure.
   absl::Status send_locked(const std::string& frame, Deadline deadline);
   // Sends a write that has no reply, followed by a PING, and waits for the

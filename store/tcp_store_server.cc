@@ -1,6 +1,5 @@
 #include "store/tcp_store_server.h"
 
-#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -11,10 +10,14 @@
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <new>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "store/input_buffer.h"
+#include "store/reply_queue.h"
 #include "store/socket_util.h"
+#include "store/stored_value.h"
 #include "store/store_state.h"
 
 namespace ddpx {
@@ -32,64 +35,26 @@ int host_listen_backlog() {
 namespace {
 
 // Per-connection state. Kept small: an idle connection owns no buffers (they
-// are released once drained), which keeps the server near 0.2 KiB per idle
+// are released once drained), which keeps the server near 0.3 KiB per idle
 // client.
 struct Connection {
+  explicit Connection(MemoryMeter* meter) : out(meter) {}
   int fd = -1;
   ClientId id = 0;
   bool validated = false;
-  bool want_write = false;     // EPOLLOUT registered
-  size_t need = 0;             // bytes `in` must hold before decoding again
-  std::string in;              // an incomplete request, if any
-  std::string out;             // responses not yet accepted by the kernel
-  size_t out_sent = 0;
+  bool reading = true;          // EPOLLIN wanted (off while a list runs)
+  bool want_write = false;      // EPOLLOUT wanted
+  uint32_t registered = 0;      // the events epoll has now
+  size_t need = 0;              // bytes `in` must hold before decoding again
+  protocol::FrameDecoder::Progress progress;  // of the frame at in[0]
+  InputBuffer in;               // an incomplete request, or one being run
+  uint64_t in_counted = 0;      // in's capacity, as counted in the meter
+  ReplyQueue out;               // replies not yet accepted by the kernel
+  std::unique_ptr<ListWork> work;  // a list request running in slices
+  size_t work_frame = 0;        // its frame's length, at in[0]
+  bool wake_lost = false;       // its STOP_WAITING could not be queued (no memory)
 };
 
-void release(std::string& s) { std::string().swap(s); }
-
-// Binds a listening socket for `host` ("" = every interface) and `port`.
-absl::StatusOr<int> listen_on(const std::string& host, uint16_t port) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  std::string port_text = absl::StrCat(port);
-  // With no host, try the IPv6 wildcard first (dual stack), then IPv4.
-  const char* node = host.empty() ? "::" : host.c_str();
-  int rc = getaddrinfo(node, port_text.c_str(), &hints, &res);
-  if (rc != 0 && host.empty()) {
-    node = "0.0.0.0";
-    rc = getaddrinfo(node, port_text.c_str(), &hints, &res);
-  }
-  if (rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "store server: cannot resolve host '", host, "': ", gai_strerror(rc)));
-  }
-  absl::Status last = absl::UnavailableError("no address to bind");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
-    if (fd < 0) {
-      last = errno_status("socket", errno);
-      continue;
-    }
-    int one = 1, zero = 0;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (ai->ai_family == AF_INET6) {
-      setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    }
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        listen(fd, host_listen_backlog()) == 0) {
-      freeaddrinfo(res);
-      return fd;
-    }
-    last = errno_status(absl::StrCat("store server: bind/listen on ", node, ":", port), errno);
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return last;
-}
 
 }  // namespace
 
@@ -97,11 +62,14 @@ class TCPStoreServer::Loop {
  public:
   Loop(const TCPStoreServerOptions& options, int listen_fd, int epoll_fd, int wake_fd)
       : options_(options),
+        meter_(options.max_memory),
         decoder_(options.max_frame_length),
         listen_fd_(listen_fd),
         epoll_fd_(epoll_fd),
         wake_fd_(wake_fd),
-        scratch_(64 << 10) {}
+        scratch_(64 << 10),
+        state_(&meter_, options.max_pending_output,
+               [this](ClientId id) { on_wake(id); }) {}
 
   ~Loop() {
     for (auto& c : connections_) {
@@ -120,22 +88,41 @@ class TCPStoreServer::Loop {
 
   Stats stats() const {
     std::lock_guard<std::mutex> lock(stats_mu_);
-    return stats_;
+    Stats s = stats_;
+    s.memory_used = meter_.used();
+    return s;
   }
 
  private:
   void accept_all();
+  void on_event(Connection* c, uint32_t events);
   void on_readable(Connection* c);
-  // Decodes and applies every complete request in [data, data+size); returns
-  // the bytes consumed, or -1 if the connection was dropped.
+  // Decodes and applies the complete requests in [data, data+size), up to a
+  // list request that needs more slices; returns the bytes consumed (that
+  // request's frame not included), or -1 if the connection was closed.
   long process(Connection* c, const uint8_t* data, size_t size);
-  void flush(Connection* c);
-  void wake(const std::vector<ClientId>& woken, ClientId current);
+  // Runs one slice of every running list request.
+  void run_slices();
+  void run_slice(Connection* c);
+  // Keeps [from, end) of the bytes just processed as the connection's input.
+  void keep_input(Connection* c, const uint8_t* data, size_t used, size_t size);
+  bool flush(Connection* c);
+  void flush_woken();
+  void on_wake(ClientId id);
+  // Drops the clients whose STOP_WAITING could not be queued; false if
+  // `current` was one of them.
+  bool drop_lost_wakes(ClientId current);
+  void set_events(Connection* c);
   Connection* find(ClientId id);
+  // A failed request: a refusal gets an error reply, then the connection is
+  // closed; anything else is a protocol violation and the client is dropped.
+  void fail(Connection* c, protocol::QueryType type, const absl::Status& why);
   void drop(Connection* c, const std::string& reason);
+  void out_of_memory(ClientId id);
   void close_connection(Connection* c);
 
   const TCPStoreServerOptions options_;
+  MemoryMeter meter_;  // first: outlives every value and queue below
   const FrameDecoder decoder_;
   const int listen_fd_, epoll_fd_, wake_fd_;
   std::vector<uint8_t> scratch_;           // one read buffer for everyone
@@ -143,7 +130,10 @@ class TCPStoreServer::Loop {
   StoreState state_;
   uint64_t next_id_ = 1;
   bool accept_paused_ = false;  // out of fds: retry accepting shortly
-  std::vector<ClientId> woken_;
+  ClientId current_ = 0;        // whose request is being applied
+  std::vector<ClientId> woken_;  // other clients owed a flush
+  std::vector<ClientId> busy_;   // clients with a list request running
+  bool wakes_lost_ = false;      // some Connection::wake_lost is set
   protocol::Request request_;
 
   mutable std::mutex stats_mu_;
@@ -153,7 +143,8 @@ class TCPStoreServer::Loop {
 void TCPStoreServer::Loop::run() {
   std::vector<epoll_event> events(1024);
   for (;;) {
-    int timeout_ms = accept_paused_ ? 100 : -1;
+    // While list requests run, poll without blocking between their slices.
+    int timeout_ms = !busy_.empty() ? 0 : accept_paused_ ? 100 : -1;
     int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
                        timeout_ms);
     if (n < 0) {
@@ -179,14 +170,25 @@ void TCPStoreServer::Loop::run() {
       Connection* c = static_cast<size_t>(fd) < connections_.size()
                           ? connections_[fd].get() : nullptr;
       if (c == nullptr) continue;
-      if (events[i].events & EPOLLOUT) {
-        flush(c);
-        if (connections_[fd].get() != c) continue;  // dropped while flushing
-      }
-      if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) {
-        on_readable(c);
+      const ClientId id = c->id;
+      try {
+        on_event(c, events[i].events);
+      } catch (const std::bad_alloc&) {
+        out_of_memory(id);
       }
     }
+    if (!busy_.empty()) run_slices();
+  }
+}
+
+void TCPStoreServer::Loop::on_event(Connection* c, uint32_t events) {
+  const int fd = c->fd;
+  if (events & EPOLLOUT) {
+    if (!flush(c)) return;
+  }
+  if (connections_[fd].get() == c && c->reading &&
+      (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))) {
+    on_readable(c);
   }
 }
 
@@ -205,24 +207,42 @@ void TCPStoreServer::Loop::accept_all() {
       return;  // EAGAIN: no more pending connections
     }
     (void)set_nodelay(fd);
-    if (static_cast<size_t>(fd) >= connections_.size()) {
-      connections_.resize(static_cast<size_t>(fd) + 1024);
-    }
-    auto c = std::make_unique<Connection>();
-    c->fd = fd;
-    c->id = (next_id_++ << 32) | static_cast<uint32_t>(fd);
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP;
-    ev.data.fd = fd;
-    if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) < 0) {
+    try {
+      if (static_cast<size_t>(fd) >= connections_.size()) {
+        connections_.resize(static_cast<size_t>(fd) + 1024);
+      }
+      auto c = std::make_unique<Connection>(&meter_);
+      c->fd = fd;
+      c->id = (next_id_++ << 32) | static_cast<uint32_t>(fd);
+      c->registered = EPOLLIN | EPOLLRDHUP;
+      epoll_event ev{};
+      ev.events = c->registered;
+      ev.data.fd = fd;
+      if (epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) < 0) {
+        close(fd);
+        continue;
+      }
+      connections_[fd] = std::move(c);
+    } catch (const std::bad_alloc&) {
+      std::fprintf(stderr, "[ddpx store server] out of memory accepting a client\n");
       close(fd);
       continue;
     }
-    connections_[fd] = std::move(c);
     std::lock_guard<std::mutex> lock(stats_mu_);
     ++stats_.accepted;
     ++stats_.active;
   }
+}
+
+void TCPStoreServer::Loop::keep_input(Connection* c, const uint8_t* data, size_t used,
+                                      size_t size) {
+  if (reinterpret_cast<const char*>(data) == c->in.data()) {
+    c->in.erase_front(used);
+  } else {
+    c->in.assign(reinterpret_cast<const char*>(data) + used, size - used);
+  }
+  if (c->in.empty()) c->in.release();
+  meter_.change(&c->in_counted, c->in.capacity());
 }
 
 void TCPStoreServer::Loop::on_readable(Connection* c) {
@@ -245,33 +265,41 @@ void TCPStoreServer::Loop::on_readable(Connection* c) {
       }
       return;
     }
-    const uint8_t* data = scratch_.data();
-    size_t size = static_cast<size_t>(got);
+    const size_t size = static_cast<size_t>(got);
     if (c->in.empty()) {
       // Fast path: decode straight from the read buffer, keep only a tail.
-      long used = process(c, data, size);
+      long used = process(c, scratch_.data(), size);
       if (used < 0) return;
-      c->in.assign(reinterpret_cast<const char*>(data) + used, size - used);
+      keep_input(c, scratch_.data(), static_cast<size_t>(used), size);
     } else {
-      c->in.append(reinterpret_cast<const char*>(data), size);
+      c->in.append(reinterpret_cast<const char*>(scratch_.data()), size);
+      meter_.change(&c->in_counted, c->in.capacity());
       if (c->in.size() >= c->need) {
-        long used = process(c, reinterpret_cast<const uint8_t*>(c->in.data()),
-                            c->in.size());
+        const uint8_t* data = reinterpret_cast<const uint8_t*>(c->in.data());
+        long used = process(c, data, c->in.size());
         if (used < 0) return;
-        c->in.erase(0, static_cast<size_t>(used));
+        keep_input(c, data, static_cast<size_t>(used), c->in.size());
       }
     }
-    if (c->in.empty()) release(c->in);
-    if (static_cast<size_t>(got) < scratch_.size()) break;
+    if (c->in.size() > scratch_.size() && !meter_.fits(0)) {
+      fail(c, static_cast<protocol::QueryType>(c->in[0]),
+           absl::ResourceExhaustedError(absl::StrCat(
+               "a request of at least ", c->in.size(),
+               " bytes refused while the server holds ", meter_.used(),
+               " bytes, past its memory limit of ", meter_.limit(), " bytes")));
+      return;
+    }
+    if (c->work) break;  // no more reading until the list request is done
+    if (size < scratch_.size()) break;
   }
   flush(c);
 }
 
 long TCPStoreServer::Loop::process(Connection* c, const uint8_t* data, size_t size) {
   size_t pos = 0;
-  woken_.clear();
+  current_ = c->id;
   while (pos < size) {
-    FrameDecoder::Result r = decoder_.decode(data + pos, size - pos, &request_);
+    FrameDecoder::Result r = decoder_.decode(data + pos, size - pos, &request_, &c->progress);
     if (r.outcome == FrameDecoder::Outcome::kNeedMore) {
       c->need = r.need_at_least;
       break;
@@ -280,32 +308,77 @@ long TCPStoreServer::Loop::process(Connection* c, const uint8_t* data, size_t si
       drop(c, r.error);
       return -1;
     }
-    pos += r.consumed;
     c->need = 0;
     if (!c->validated && request_.type != QueryType::kValidate) {
       drop(c, absl::StrCat(protocol::query_type_name(request_.type),
                            " request before VALIDATE"));
       return -1;
     }
-    absl::Status s = state_.apply(c->id, request_, &c->out, &woken_);
+    absl::Status s = state_.apply(c->id, request_, reinterpret_cast<const char*>(data + pos),
+                                  &c->out, &c->work);
+    flush_woken();
+    if (!drop_lost_wakes(c->id)) return -1;
     if (!s.ok()) {
-      drop(c, std::string(s.message()));
+      fail(c, request_.type, s);
       return -1;
     }
     if (request_.type == QueryType::kValidate) c->validated = true;
-    if (!woken_.empty()) {
-      // Right away, so a client that wakes itself gets STOP_WAITING before
-      // the replies to its later requests.
-      wake(woken_, c->id);
-      woken_.clear();
+    if (c->work) {
+      // The rest runs in slices between other clients' requests; the frame
+      // stays in `in` meanwhile, and nothing more is read.
+      c->work_frame = r.consumed;
+      c->reading = false;
+      busy_.push_back(c->id);
+      set_events(c);
+      break;
     }
-    if (c->out.size() - c->out_sent > options_.max_pending_output) {
-      drop(c, absl::StrCat("not reading its responses (", c->out.size(),
-                           " bytes pending)"));
+    pos += r.consumed;
+    if (c->out.owed() > options_.max_pending_output) {
+      drop(c, absl::StrCat("not reading its responses (owes ", c->out.owed(),
+                           " bytes, past the output budget of ",
+                           options_.max_pending_output, ")"));
       return -1;
     }
   }
   return static_cast<long>(pos);
+}
+
+void TCPStoreServer::Loop::run_slices() {
+  std::vector<ClientId> running;
+  running.swap(busy_);
+  for (ClientId id : running) {
+    Connection* c = find(id);
+    if (c == nullptr || !c->work) continue;
+    try {
+      run_slice(c);
+    } catch (const std::bad_alloc&) {
+      out_of_memory(id);
+    }
+  }
+}
+
+void TCPStoreServer::Loop::run_slice(Connection* c) {
+  current_ = c->id;
+  absl::Status s = state_.resume(c->id, c->in.data(), &c->out, &c->work);
+  flush_woken();
+  if (!drop_lost_wakes(c->id)) return;
+  if (!s.ok()) {
+    const auto type = static_cast<QueryType>(c->in[0]);
+    fail(c, type, s);
+    return;
+  }
+  if (c->work) {
+    busy_.push_back(c->id);
+    return;
+  }
+  // Done: go on with whatever followed the frame, then read again.
+  c->in.erase_front(c->work_frame);
+  const uint8_t* data = reinterpret_cast<const uint8_t*>(c->in.data());
+  long used = c->in.empty() ? 0 : process(c, data, c->in.size());
+  if (used < 0) return;
+  keep_input(c, data, static_cast<size_t>(used), c->in.size());
+  if (!c->work) c->reading = true;
+  if (flush(c)) set_events(c);
 }
 
 Connection* TCPStoreServer::Loop::find(ClientId id) {
@@ -315,50 +388,78 @@ Connection* TCPStoreServer::Loop::find(ClientId id) {
   return c->id == id ? c : nullptr;
 }
 
-void TCPStoreServer::Loop::wake(const std::vector<ClientId>& woken, ClientId current) {
-  const char stop = static_cast<char>(protocol::WaitResponse::kStopWaiting);
-  for (ClientId id : woken) {
-    Connection* w = find(id);
-    if (w == nullptr) continue;
-    w->out.push_back(stop);
-    // The client whose request is being processed (it may wake itself by
-    // pipelining WAIT then SET) is flushed by on_readable once its batch is
-    // done; flushing it here could drop it under the caller's feet.
-    if (id != current) flush(w);
+void TCPStoreServer::Loop::on_wake(ClientId id) {
+  Connection* w = find(id);
+  if (w == nullptr) return;
+  // Called while the store counts off a key's waiters: throwing here would
+  // leave the rest of them waiting forever, so a wake-up that cannot be
+  // queued marks its client for dropping instead (it then fails at once).
+  try {
+    w->out.u8(static_cast<uint8_t>(protocol::WaitResponse::kStopWaiting));
+    // The client whose request is being applied (it may wake itself by
+    // pipelining WAIT then SET) is flushed once its batch is done.
+    if (id != current_) woken_.push_back(id);
+  } catch (const std::bad_alloc&) {
+    w->wake_lost = true;
+    wakes_lost_ = true;
   }
 }
 
-void TCPStoreServer::Loop::flush(Connection* c) {
-  while (c->out_sent < c->out.size()) {
-    ssize_t sent = send(c->fd, c->out.data() + c->out_sent,
-                        c->out.size() - c->out_sent, MSG_NOSIGNAL);
-    if (sent < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) break;
-      drop(c, absl::StrCat("write failed: ", std::strerror(errno)));
-      return;
-    }
-    c->out_sent += static_cast<size_t>(sent);
+bool TCPStoreServer::Loop::drop_lost_wakes(ClientId current) {
+  if (!wakes_lost_) return true;
+  wakes_lost_ = false;
+  bool current_kept = true;
+  for (auto& slot : connections_) {
+    if (!slot || !slot->wake_lost) continue;
+    if (slot->id == current) current_kept = false;
+    out_of_memory(slot->id);
   }
-  bool pending = c->out_sent < c->out.size();
-  if (!pending) {
-    c->out_sent = 0;
-    if (c->out.capacity() > 4096) {
-      release(c->out);
-    } else {
-      c->out.clear();
-    }
-  } else if (c->out_sent > (1 << 20)) {
-    c->out.erase(0, c->out_sent);
-    c->out_sent = 0;
+  return current_kept;
+}
+
+void TCPStoreServer::Loop::flush_woken() {
+  for (ClientId id : woken_) {
+    Connection* w = find(id);
+    if (w != nullptr) flush(w);
   }
-  if (pending != c->want_write) {
-    epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLRDHUP | (pending ? EPOLLOUT : 0);
-    ev.data.fd = c->fd;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
-    c->want_write = pending;
+  woken_.clear();
+}
+
+void TCPStoreServer::Loop::set_events(Connection* c) {
+  const uint32_t want = (c->reading ? EPOLLIN | EPOLLRDHUP : 0) |
+                        (c->want_write ? EPOLLOUT : 0);
+  if (want == c->registered) return;
+  epoll_event ev{};
+  ev.events = want;
+  ev.data.fd = c->fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, c->fd, &ev);
+  c->registered = want;
+}
+
+bool TCPStoreServer::Loop::flush(Connection* c) {
+  const int err = c->out.send_to(c->fd);
+  if (err != 0 && err != EAGAIN && err != EWOULDBLOCK) {
+    drop(c, absl::StrCat("write failed: ", std::strerror(err)));
+    return false;
   }
+  c->want_write = !c->out.empty();
+  set_events(c);
+  return true;
+}
+
+void TCPStoreServer::Loop::fail(Connection* c, QueryType type, const absl::Status& why) {
+  if (!absl::IsResourceExhausted(why)) {
+    drop(c, std::string(why.message()));
+    return;
+  }
+  // An ADD's reply is an int64 that any 8 bytes can be, so an error reply
+  // could be read as a number: it gets the close alone.
+  if (type != QueryType::kAdd) {
+    c->out.u64(protocol::kErrorReplyMarker);
+    c->out.bytes(why.message());
+    (void)c->out.send_to(c->fd);
+  }
+  drop(c, absl::StrCat("refused ", protocol::query_type_name(type), ": ", why.message()));
 }
 
 void TCPStoreServer::Loop::drop(Connection* c, const std::string& reason) {
@@ -375,10 +476,34 @@ void TCPStoreServer::Loop::drop(Connection* c, const std::string& reason) {
   close_connection(c);
 }
 
+void TCPStoreServer::Loop::out_of_memory(ClientId id) {
+  // Nothing here may allocate: memory just ran out.
+  woken_.clear();
+  Connection* c = find(id);
+  if (c == nullptr) return;
+  if (options_.log_drops) {
+    std::fprintf(stderr,
+                 "[ddpx store server] dropping client on fd %d: out of memory while "
+                 "serving it (the other clients and every stored value are kept)\n",
+                 c->fd);
+  }
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.dropped;
+    ++stats_.out_of_memory;
+    try {
+      stats_.last_drop_reason = "out of memory while serving this client";
+    } catch (const std::bad_alloc&) {
+    }
+  }
+  close_connection(c);
+}
+
 void TCPStoreServer::Loop::close_connection(Connection* c) {
   state_.forget(c->id);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   close(c->fd);
+  meter_.change(&c->in_counted, 0);
   {
     std::lock_guard<std::mutex> lock(stats_mu_);
     --stats_.active;
@@ -388,7 +513,7 @@ void TCPStoreServer::Loop::close_connection(Connection* c) {
 
 absl::StatusOr<std::unique_ptr<TCPStoreServer>> TCPStoreServer::start(
     const TCPStoreServerOptions& options) {
-  absl::StatusOr<int> listen_fd = listen_on(options.host, options.port);
+  absl::StatusOr<int> listen_fd = listen_on(options.host, options.port, host_listen_backlog());
   if (!listen_fd.ok()) return listen_fd.status();
   absl::StatusOr<uint16_t> port = local_port(*listen_fd);
   int epoll_fd = epoll_create1(EPOLL_CLOEXEC);

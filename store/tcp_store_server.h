@@ -4,8 +4,11 @@
 //
 // Speaks PyTorch's TCPStore protocol (store/PROTOCOL.md), so torch clients
 // work against it. A client that breaks the protocol (malformed frame,
-// unknown query, a length past the limit, responses it never reads) is
-// dropped with a logged reason; everyone else keeps being served.
+// unknown query, a length past the limit) is dropped with a logged reason; a
+// request past a limit (the output budget, the memory limit) gets an error
+// reply and its connection is closed; running out of memory while serving
+// one client drops that client. Everyone else keeps being served, and no
+// stored value is lost. docs/store.md, "Limits", lists each limit.
 #ifndef DDPX_STORE_TCP_STORE_SERVER_H_
 #define DDPX_STORE_TCP_STORE_SERVER_H_
 
@@ -28,9 +31,20 @@ struct TCPStoreServerOptions {
   uint16_t port = 0;
   // Longest accepted request frame (and any length prefix inside it).
   uint64_t max_frame_length = protocol::kDefaultMaxLength;
-  // A client whose unsent responses exceed this is dropped (it is not
-  // reading), so one slow reader cannot grow the server without bound.
-  uint64_t max_pending_output = 64ull << 20;
+  // Output budget: what one connection may owe its client, in reply bytes
+  // not yet taken by the kernel. A queued value counts its full size though
+  // it is a reference, not a copy. A request whose reply would pass it gets
+  // an error reply (and the connection is closed); a client owing more is
+  // dropped. The default lets one GET read the largest value one SET can
+  // write.
+  uint64_t max_pending_output = 2 * protocol::kDefaultMaxLength;
+  // Memory limit of the whole server, in bytes it holds for clients (values,
+  // stored or still being sent, partial requests, queued replies, wait
+  // registrations); 0: none. Past it, writes (SET, APPEND, MULTI_SET,
+  // COMPARE_SET and ADD that add bytes, WAIT registrations, large partial
+  // requests) are refused with an error reply; stored values are kept and
+  // reads, deletes and PINGs are served.
+  uint64_t max_memory = 0;
   // Log dropped clients to stderr.
   bool log_drops = true;
 };
@@ -40,8 +54,12 @@ class TCPStoreServer {
   struct Stats {
     uint64_t accepted = 0;
     uint64_t active = 0;
-    uint64_t dropped = 0;  // for a protocol violation or a mid-request hang-up
+    // Dropped for a protocol violation, a mid-request hang-up, a refused
+    // request (after its error reply) or running out of memory.
+    uint64_t dropped = 0;
     std::string last_drop_reason;
+    uint64_t memory_used = 0;  // what max_memory limits
+    uint64_t out_of_memory = 0;  // clients dropped on an allocation failure
   };
 
   // Binds, listens (backlog from /proc/sys/net/core/somaxconn) and starts the

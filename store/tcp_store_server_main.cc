@@ -13,6 +13,12 @@ ABSL_FLAG(int, port, 29500, "TCP port to listen on; 0 picks a free one");
 ABSL_FLAG(std::string, host, "", "address to listen on; empty = every interface");
 ABSL_FLAG(uint64_t, max_frame_length, ddpx::protocol::kDefaultMaxLength,
           "longest request frame accepted, in bytes");
+ABSL_FLAG(uint64_t, max_pending_output, 2 * ddpx::protocol::kDefaultMaxLength,
+          "output budget: reply bytes one connection may owe before a request "
+          "is refused with an error reply");
+ABSL_FLAG(uint64_t, max_memory, 0,
+          "memory limit in bytes held for clients (values, partial requests, "
+          "queued replies, waits); past it writes are refused; 0: none");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(
@@ -35,6 +41,8 @@ int main(int argc, char** argv) {
   options.host = absl::GetFlag(FLAGS_host);
   options.port = static_cast<uint16_t>(port);
   options.max_frame_length = absl::GetFlag(FLAGS_max_frame_length);
+  options.max_pending_output = absl::GetFlag(FLAGS_max_pending_output);
+  options.max_memory = absl::GetFlag(FLAGS_max_memory);
   auto server = ddpx::TCPStoreServer::start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "tcp_store_server: %s\n", server.status().ToString().c_str());

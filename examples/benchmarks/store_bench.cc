@@ -31,6 +31,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "examples/benchmarks/store_bench_floor.h"
+#include "examples/benchmarks/store_bench_hostile.h"
 #include "examples/benchmarks/store_bench_swarm.h"
 #include "tests/store/subprocess.h"
 
@@ -47,6 +48,9 @@ ABSL_FLAG(bool, floor, true,
           "also measure the floor: a canned-reply responder doing only the socket "
           "work (store_bench_floor.h), the best any server could do here");
 ABSL_FLAG(bool, floor_server, false, "internal: run as the floor responder");
+ABSL_FLAG(bool, hostile, true,
+          "also run the hostile phase (store_bench_hostile.h) on a fresh server: "
+          "PING p99 of a well-behaved client and the server's RSS growth");
 
 namespace ddpx {
 namespace {
@@ -370,6 +374,28 @@ int main(int argc, char** argv) {
         ceiling_vs_torch, ceiling(ours16) / ceiling(torch16));
   }
 
+  bench::HostileFigures hostile;
+  hostile.ping_p99_ms = hostile.rss_growth_mib = NAN;
+  if (absl::GetFlag(FLAGS_hostile)) {
+    std::printf("\n== hostile clients, fresh ddpx server: 8 non-reading clients owed 400 x "
+                "1 MiB each, a 4000 x 1 MiB MULTI_GET, CHECK of 4M keys, WAIT on 80K "
+                "keys + the MULTI_SET creating them; one client PINGs meanwhile ==\n");
+    auto fresh = start_ours();
+    absl::StatusOr<bench::HostileFigures> h =
+        fresh.ok() ? bench::measure_hostile(
+                         fresh->port, [&] { return rss_kib(fresh->process->pid()) / 1024; })
+                   : absl::StatusOr<bench::HostileFigures>(fresh.status());
+    if (h.ok()) {
+      hostile = *h;
+      std::printf("%.2f s, %d PINGs answered: p50 %.2f ms p99 %.2f ms max %.2f ms; server RSS "
+                  "growth %.1f MiB\n",
+                  hostile.seconds, hostile.pings, hostile.ping_p50_ms, hostile.ping_p99_ms,
+                  hostile.ping_max_ms, hostile.rss_growth_mib);
+    } else {
+      std::printf("hostile phase failed: %s\n", h.status().ToString().c_str());
+    }
+  }
+
   std::printf(
       "RESULT rendezvous_16384_s=%.4f ops_per_s_16=%.0f vs_torch_rendezvous=%.1f "
       "vs_torch_rendezvous_n=%d vs_torch_ops=%.2f kib_per_idle_conn=%.3f "
@@ -377,11 +403,13 @@ int main(int argc, char** argv) {
       "torch_kib_per_idle_conn=%.3f server_cpu_us_per_op_16=%.2f "
       "torch_server_cpu_us_per_op_16=%.2f vs_torch_cpu_per_op=%.2f "
       "floor_ops_per_s_16=%.0f floor_server_cpu_us_per_op_16=%.2f "
-      "client_cpu_us_per_op_16=%.2f ceiling_vs_torch_ops=%.2f floor_ceiling_vs_torch_ops=%.2f\n",
+      "client_cpu_us_per_op_16=%.2f ceiling_vs_torch_ops=%.2f floor_ceiling_vs_torch_ops=%.2f "
+      "hostile_ping_p99_ms=%.2f hostile_rss_growth_mib=%.1f\n",
       ours_16k, ours16.ops_per_s(), vs_torch_rendezvous, vs_torch_rendezvous_n,
       ours16.ops_per_s() / torch16.ops_per_s(), ours_kib, torch_16k, torch16.ops_per_s(),
       torch_kib, ours16.server_us(), torch16.server_us(),
       torch16.server_us() / ours16.server_us(), floor16.ops_per_s(), floor16.server_us(),
-      ours16.client_us(), ceiling(ours16) / ceiling(torch16), ceiling_vs_torch);
+      ours16.client_us(), ceiling(ours16) / ceiling(torch16), ceiling_vs_torch,
+      hostile.ping_p99_ms, hostile.rss_growth_mib);
   return 0;
 }

@@ -15,6 +15,7 @@
 
 ABSL_FLAG(std::string, mode, "client", "serve | client");
 ABSL_FLAG(int, port, 0, "server port (client mode)");
+ABSL_FLAG(bool, libuv, false, "client mode: the server is torch's libuv backend");
 
 namespace ddpx {
 namespace {
@@ -56,6 +57,15 @@ int serve() {
               static_cast<unsigned long long>(stats.dropped),
               stats.last_drop_reason.c_str());
   return 0;
+}
+
+// Another handle on the server at `port`, counting itself in nowhere.
+absl::StatusOr<std::unique_ptr<TCPStore>> connect_plain(uint16_t port,
+                                                        std::chrono::milliseconds timeout) {
+  TCPStoreOptions options;
+  options.port = port;
+  options.timeout = timeout;
+  return TCPStore::create("127.0.0.1", options);
 }
 
 int client(uint16_t port) {
@@ -107,6 +117,32 @@ int client(uint16_t port) {
   auto clone = s.clone();
   expect_ok("clone", clone.status());
   if (clone.ok()) expect_eq("clone get", (*clone)->get_string("k"), std::string("w"));
+  // torch's servers add to the leading digits of a value that is not a
+  // plain number (std::stoll), as ours does.
+  expect_ok("set text", s.set("text", "12abc"));
+  expect_eq("add to text", s.add("text", 1), int64_t{13});
+  // torch's classic server sends an empty value ~200 ms late; a client with a
+  // 100 ms timeout still gets it, as torch's client does.
+  expect_ok("set empty", s.set("empty", ""));
+  auto quick = connect_plain(port, std::chrono::milliseconds(100));
+  expect_ok("connect with a 100 ms timeout", quick.status());
+  if (quick.ok()) {
+    expect_eq("get empty with a 100 ms timeout", (*quick)->get_string("empty"), std::string());
+    expect_eq("usable after the late reply", (*quick)->get_string("k"), std::string("w"));
+  }
+  // A key over 8 KiB: torch's libuv server closes the connection (its client
+  // reports the set as done and fails the next call); ours fails the set
+  // itself and says why. The classic server takes the key.
+  auto long_key_store = connect_plain(port, std::chrono::milliseconds(10000));
+  expect_ok("connect for the long key", long_key_store.status());
+  if (long_key_store.ok()) {
+    absl::Status long_set = (*long_key_store)->set(std::string(9000, 'k'), "v");
+    const bool named = long_set.message().find("keys over 8192 bytes") != absl::string_view::npos;
+    if (absl::GetFlag(FLAGS_libuv) ? long_set.ok() || !named : !long_set.ok()) {
+      std::printf("FAIL set with a 9000-byte key: %s\n", long_set.ToString().c_str());
+      ++failures;
+    }
+  }
   expect_ok("set from_ddpx", s.set("from_ddpx", "hello"));
   if (failures == 0) std::printf("OK\n");
   return failures == 0 ? 0 : 1;

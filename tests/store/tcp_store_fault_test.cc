@@ -1,17 +1,12 @@
 // Hostile and broken clients against the epoll server, over raw sockets: each
 // is dropped with a reason while a well-behaved client keeps being served.
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <algorithm>
 #include <thread>
 
 #include "gtest/gtest.h"
 #include "store/protocol.h"
 #include "store/tcp_store.h"
 #include "store/tcp_store_server.h"
+#include "tests/store/raw_client.h"
 
 namespace ddpx {
 namespace {
@@ -20,63 +15,7 @@ using protocol::FrameWriter;
 using protocol::QueryType;
 using std::chrono::milliseconds;
 
-class RawClient {
- public:
-  explicit RawClient(uint16_t port) {
-    fd_ = socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_port = htons(port);
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
-  }
-  ~RawClient() { close_now(); }
-  bool connected() const { return connected_; }
-  void send_bytes(const std::string& bytes) {
-    ASSERT_EQ(send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL),
-              static_cast<ssize_t>(bytes.size()));
-  }
-  void validate() {
-    std::string f;
-    FrameWriter(&f).query(QueryType::kValidate).u32(protocol::kValidationMagic);
-    send_bytes(f);
-  }
-  // True when the server closed the connection within the timeout (reading
-  // and discarding any replies before that).
-  bool closed_by_server(milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    char buf[65536];
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 10) <= 0) continue;
-      ssize_t n = recv(fd_, buf, sizeof(buf), 0);
-      if (n <= 0) return true;
-    }
-    return false;
-  }
-  // Reads exactly n bytes ("" on timeout or close).
-  std::string read_exactly(size_t n, milliseconds timeout) {
-    auto deadline = std::chrono::steady_clock::now() + timeout;
-    std::string out;
-    char buf[256];
-    while (out.size() < n && std::chrono::steady_clock::now() < deadline) {
-      pollfd p{fd_, POLLIN, 0};
-      if (poll(&p, 1, 10) <= 0) continue;
-      ssize_t got = recv(fd_, buf, std::min(sizeof(buf), n - out.size()), 0);
-      if (got <= 0) return "";
-      out.append(buf, static_cast<size_t>(got));
-    }
-    return out.size() == n ? out : "";
-  }
-  void close_now() {
-    if (fd_ >= 0) close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_ = -1;
-  bool connected_ = false;
-};
+using testing::RawClient;
 
 class FaultTest : public ::testing::Test {
  protected:
@@ -234,6 +173,28 @@ TEST_F(FaultTest, AClientPipeliningWaitThenSetWakesItself) {
   EXPECT_EQ(protocol::read_u32(reinterpret_cast<const uint8_t*>(reply.data() + 1)), 99u);
   EXPECT_EQ(server_->stats().dropped, 0u);
   expect_others_still_served();
+}
+
+// torch's libuv server sends STOP_WAITING before the reply of the request
+// that released the wait; so do we (torch_interop_test compares the bytes).
+TEST_F(FaultTest, StopWaitingComesBeforeTheReplyOfTheRequestThatReleasedIt) {
+  RawClient self(server_->port());
+  self.validate();
+  std::string f;
+  FrameWriter(&f)
+      .query(QueryType::kWait).u64(1).bytes("/cas")
+      .query(QueryType::kCompareSet).bytes("/cas").bytes("").bytes("v")
+      .query(QueryType::kAdd).bytes("/n").i64(1);
+  FrameWriter(&f)
+      .query(QueryType::kWait).u64(1).bytes("/added")
+      .query(QueryType::kAdd).bytes("/added").i64(5);
+  self.send_bytes(f);
+  const char stop = static_cast<char>(protocol::WaitResponse::kStopWaiting);
+  std::string want;
+  FrameWriter(&want).u8(static_cast<uint8_t>(stop)).bytes("v").i64(1);
+  FrameWriter(&want).u8(static_cast<uint8_t>(stop)).i64(5);
+  EXPECT_EQ(self.read_exactly(want.size(), milliseconds(2000)), want);
+  EXPECT_EQ(server_->stats().dropped, 0u);
 }
 
 TEST_F(FaultTest, GarbageFromManyClientsAtOnce) {

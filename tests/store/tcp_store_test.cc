@@ -259,14 +259,38 @@ TEST(TCPStore, WaitForWorkersTimesOutSayingHowManyJoined) {
   EXPECT_NE(m.status().message().find("1/2 joined"), std::string::npos) << m.status();
 }
 
+// Like torch's servers (std::stoll): leading white space and sign, then
+// digits; what follows them is ignored and replaced by the sum.
+TEST(TCPStore, AddUsesTheLeadingDigitsOfAValue) {
+  auto m = master();
+  ASSERT_NE(m, nullptr);
+  const std::vector<std::pair<std::string, int64_t>> cases = {
+      {"12abc", 13}, {" -5x", -4}, {"+7", 8}, {"\t\n 3 4", 4}, {"0012", 13},
+      {"9223372036854775806z", 9223372036854775807}};
+  for (const auto& [text, want] : cases) {
+    ASSERT_TRUE(m->set("n", text).ok());
+    EXPECT_EQ(*m->add("n", 1), want) << text;
+    EXPECT_EQ(*m->get_string("n"), std::to_string(want)) << text;
+  }
+}
+
 TEST(TCPStore, AddOnATextValueFailsThatClientOnly) {
   auto m = master();
   ASSERT_NE(m, nullptr);
   ASSERT_TRUE(m->set("text", "hello").ok());
+  for (const std::string bad : {"hello", "", "-", "99999999999999999999"}) {
+    ASSERT_TRUE(m->set("text", bad).ok());
+    auto c = client(m->port());
+    auto r = c->add("text", 1);
+    EXPECT_FALSE(r.ok()) << "'" << bad << "'";
+    EXPECT_NE(r.status().message().find("does not start with an integer"), std::string::npos)
+        << r.status();
+    EXPECT_NE(m->server()->stats().last_drop_reason.find("does not start with an int64"),
+              std::string::npos) << m->server()->stats().last_drop_reason;
+  }
+  ASSERT_TRUE(m->set("text", "hello").ok());
   auto c = client(m->port());
-  auto r = c->add("text", 1);
-  EXPECT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("not an integer"), std::string::npos) << r.status();
+  EXPECT_FALSE(c->add("text", 1).ok());
   EXPECT_EQ(*m->get_string("text"), "hello");
   EXPECT_NE(m->server()->stats().last_drop_reason.find("ADD on key '/text'"),
             std::string::npos);

@@ -4,6 +4,8 @@ our client against torch's server (libuv and classic backends).
 Fails (never skips) when torch cannot be imported: tools/setup installs it.
 """
 import os
+import socket
+import struct
 import subprocess
 import sys
 import time
@@ -24,8 +26,10 @@ def check(what, got, want):
         failures.append(f"{what}: got {got!r}, want {want!r}")
 
 
-def torch_client_ops(port, use_libuv):
-    tag = f"torch client (use_libuv={use_libuv})"
+def torch_client_ops(port, use_libuv, server="our server", long_keys=True):
+    """Every operation with torch's client; the expected answers are torch's
+    own servers' (main() runs this against them too)."""
+    tag = f"torch client (use_libuv={use_libuv}) on {server}"
     s = dist.TCPStore("127.0.0.1", port, is_master=False, use_libuv=use_libuv,
                       wait_for_workers=False, timeout=timedelta(seconds=10))
     s.set("k", "v")                                   # SET
@@ -56,14 +60,48 @@ def torch_client_ops(port, use_libuv):
     s.multi_set(["m1", "m2"], ["1", "2"])             # MULTI_SET
     check(f"{tag} multi_get", s.multi_get(["m2", "m1"]), [b"2", b"1"])  # MULTI_GET
     check(f"{tag} num_keys", s.num_keys() >= 6, True)  # GETNUMKEYS
+    s.set("text", "12abc")                            # ADD parses like std::stoll
+    check(f"{tag} add to leading digits", s.add("text", 1), 13)
+    check(f"{tag} get added text", s.get("text"), b"13")
+    s.set("empty", "")
+    check(f"{tag} get empty", s.get("empty"), b"")
+    if long_keys:  # torch's libuv server closes on keys over 8 KiB; ours takes them
+        long_key = "L" * 9000
+        s.set(long_key, "v")
+        check(f"{tag} get with a 9000-byte key", s.get(long_key), b"v")
+        s.delete_key(long_key)
     c = s.clone()                                     # VALIDATE + PING again
     check(f"{tag} clone get", c.get("k"), b"w")
     # A worker of a 2-rank job counts itself in on "init/" and returns.
     w = dist.TCPStore("127.0.0.1", port, world_size=2, is_master=False,
                       use_libuv=use_libuv, timeout=timedelta(seconds=10))
     check(f"{tag} worker sees keys", w.get("k"), b"w")
-    for key in ["k", "n", "after", "log", "m1", "m2"]:
+    for key in ["k", "n", "after", "log", "m1", "m2", "text", "empty"]:
         s.delete_key(key)
+
+
+def frame_str(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+def pipelined_wait_then_compare_set(port):
+    """WAIT on a missing key and COMPARE_SET creating it, in one write: the
+    reply bytes, in the order the server sends them."""
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.sendall(bytes([0]) + struct.pack("<I", 0x3C85F7CE))  # VALIDATE
+    key = b"/order-%d" % time.monotonic_ns()
+    sock.sendall(bytes([6]) + struct.pack("<Q", 1) + frame_str(key) +       # WAIT
+                 bytes([2]) + frame_str(key) + frame_str(b"") + frame_str(b"v"))  # COMPARE_SET
+    want = 1 + 8 + 1
+    got = b""
+    sock.settimeout(5)
+    while len(got) < want:
+        chunk = sock.recv(want - len(got))
+        if not chunk:
+            break
+        got += chunk
+    sock.close()
+    return got
 
 
 def against_our_server():
@@ -77,6 +115,12 @@ def against_our_server():
         port = int(line[1])
         for use_libuv in (True, False):
             torch_client_ops(port, use_libuv)
+        ours = pipelined_wait_then_compare_set(port)
+        torch_master = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=True,
+                                     wait_for_workers=False, timeout=timedelta(seconds=10))
+        theirs = pipelined_wait_then_compare_set(torch_master.port)
+        check("pipelined WAIT + COMPARE_SET replies in torch's order", ours, theirs)
+        check("STOP_WAITING first", ours[:1], b"\x00")
     finally:
         out, _ = peer.communicate(input="", timeout=30)
         print("our server:", out.strip())
@@ -87,7 +131,8 @@ def against_torch_server(use_libuv):
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=use_libuv,
                            wait_for_workers=False, timeout=timedelta(seconds=10))
     master.set("from_torch", "hi")
-    result = subprocess.run([PEER, "--mode=client", f"--port={master.port}"],
+    result = subprocess.run([PEER, "--mode=client", f"--port={master.port}",
+                             f"--libuv={str(use_libuv).lower()}"],
                             capture_output=True, text=True, timeout=60)
     print(f"our client vs torch server (use_libuv={use_libuv}):", result.stdout.strip())
     if result.returncode != 0:
@@ -102,6 +147,14 @@ def main():
     against_our_server()
     for use_libuv in (True, False):
         against_torch_server(use_libuv)
+    # The same checks against torch's own servers: the answers expected of
+    # ours are the ones torch's give.
+    for server_libuv in (True, False):
+        master = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=server_libuv,
+                               wait_for_workers=False, timeout=timedelta(seconds=10))
+        torch_client_ops(master.port, server_libuv,
+                         server=f"torch's server (use_libuv={server_libuv})",
+                         long_keys=not server_libuv)
     if failures:
         print("FAILURES:\n  " + "\n  ".join(failures))
         sys.exit(1)
