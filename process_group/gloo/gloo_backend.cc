@@ -266,8 +266,17 @@ void GlooBackend::set_up_two_level_allreduce() {
       return *b;
     };
     auto local = build(absl::StrCat("host", t.host_index), t.local_rank, t.local_size);
+    // Across hosts a ring: every host's uplink carries 2(H-1)/H of the
+    // slice, the least possible; halving-doubling on a host count that is
+    // no power of two loads some links half again as much.
+    sub.allreduce_algorithm = AllreduceAlgorithm::kGlooRing4M;
     auto cross = build(absl::StrCat("cross", t.local_rank), t.host_index, t.host_count);
+    sub.allreduce_algorithm = options_.allreduce_algorithm;
     two_level_.push_back(std::make_unique<TwoLevelAllreduce>(std::move(local), std::move(cross)));
+  }
+  if (rank() == 0) {
+    fprintf(stderr, "ddpx: allreduces of %zu bytes or more go in two levels across %d hosts x %d ranks\n",
+            options_.two_level_min_bytes, t.host_count, t.local_size);
   }
 }
 
