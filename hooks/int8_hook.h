@@ -1,21 +1,28 @@
-// The int8 min-max quantization hook (Bagua's ByteGrad, seed 001).
+// The int8 min-max quantization hook (Bagua's ByteGrad, bytegrad.h).
 //
 // Flat mode averages each bucket with bytegrad_average over the whole group.
-// Hierarchical mode follows seed 001's four steps with nodes of `local_size`
-// consecutive ranks (rank r is on node r / local_size; its leader is the
-// node's first rank):
-//   1. reduce (SUM, full precision) to the leader, which divides by the
-//      local size;
-//   2. the leaders average their node averages with the quantized exchange;
-//   3. each leader broadcasts the result inside its node.
-// So only the leaders' exchange is compressed; with local_size 1 the
-// hierarchical hook is the flat hook, bit for bit.
+// Hierarchical mode keeps full precision inside a host and quantizes only
+// across hosts, in three steps over L ranks per host:
+//   1. reduce-scatter (SUM, float32) inside the host; local rank j divides
+//      its slice j (1/L of the bucket) by L: the host's average;
+//   2. every local rank j averages its slice with the ranks of local rank j
+//      on the other hosts, with the quantized exchange: all L slices cross
+//      the hosts' links at once;
+//   3. allgather inside the host.
+// A single leader per host sending the whole bucket would put the same
+// int8 bytes on the uplink (plus L-1 fewer record headers per chunk) but in
+// one stream, while the other L-1 ranks wait; the slices use all L.
 //
-// The subgroups (one per node, one of leaders) are built from the group's
-// store with the group's backend when the hook is created: every rank of the
-// group must create its hierarchical int8 hooks at the same time and in the
-// same order (as with torch's new_group). Keep the hook alive until its
-// futures complete (the reducer waits for every bucket anyway): the
+// Hosts: the `local_size` option (nodes of that many consecutive ranks),
+// else the hosts the group's backend saw at rendezvous
+// (ProcessGroup::host_topology), else LOCAL_WORLD_SIZE (consecutive ranks).
+// With one rank per host the hierarchical hook is the flat hook, bit for bit.
+//
+// The subgroups (one per host, one per local rank across hosts) are built
+// from the group's store with the group's backend when the hook is created:
+// every rank of the group must create its hierarchical int8 hooks at the same
+// time and in the same order (as with torch's new_group). Keep the hook alive
+// until its futures complete (the reducer waits for every bucket anyway): the
 // exchange's callbacks use the hook's groups without owning them.
 #ifndef DDPX_HOOKS_INT8_HOOK_H_
 #define DDPX_HOOKS_INT8_HOOK_H_
@@ -30,13 +37,14 @@ namespace ddpx {
 
 struct Int8HookOptions {
   bool hierarchical = false;
-  // Ranks per node in hierarchical mode; 0 reads LOCAL_WORLD_SIZE from the
-  // environment. Must divide the group's size.
+  // Ranks per node in hierarchical mode (consecutive ranks); 0 takes the
+  // group's hosts, else LOCAL_WORLD_SIZE. Must divide the group's size.
   int local_size = 0;
 };
 
-// Errors: a hierarchical hook without a local size, or one that does not
-// divide the group's size, or a subgroup that could not be built.
+// Errors: a hierarchical hook without a way to tell the hosts, a local size
+// that does not divide the group's size, hosts with different rank counts,
+// or a subgroup that could not be built.
 absl::StatusOr<std::unique_ptr<CountingHook>> make_int8_hook(
     std::shared_ptr<ProcessGroup> pg, const Int8HookOptions& options = {});
 

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "process_group/host_topology.h"
 #include "process_group/options.h"
 #include "process_group/tensor.h"
 #include "process_group/work.h"
@@ -29,6 +30,9 @@ class Backend {
   int size() const { return size_; }
   // "gloo", "nccl", "round_robin:gloo*2".
   virtual std::string name() const = 0;
+  // Which ranks share a host, where the backend found out at rendezvous
+  // (Gloo does); null where it did not.
+  virtual const HostTopology* host_topology() const { return nullptr; }
 
   virtual std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                           const AllreduceOptions& opts) = 0;

@@ -22,13 +22,6 @@ std::string host_identity() {
   return absl::StrCat(name, "/", boot_id, "/ipc:", ipc_namespace);
 }
 
-bool HostTopology::uniform() const {
-  for (const auto& ranks : ranks_by_host) {
-    if (ranks.size() != ranks_by_host[0].size()) return false;
-  }
-  return true;
-}
-
 HostTopology host_topology(const std::vector<std::string>& identities, int rank) {
   HostTopology t;
   std::vector<std::string> hosts;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "process_group/host_topology.h"
 #include "store/store.h"
 
 namespace ddpx {
@@ -16,17 +17,6 @@ namespace ddpx {
 // "<hostname>/<kernel boot id>/ipc:<IPC namespace inode>" for this process.
 std::string host_identity();
 
-// Where the ranks of a group sit: hosts numbered in the order of their
-// lowest rank, ranks on a host in rank order.
-struct HostTopology {
-  int host_count = 1;
-  int host_index = 0;   // this rank's host
-  int local_rank = 0;   // this rank's place on its host
-  int local_size = 1;   // ranks on this rank's host
-  std::vector<std::vector<int>> ranks_by_host;
-  // Every host has the same number of ranks.
-  bool uniform() const;
-};
 
 // The topology of a group whose rank r has identities[r], seen from `rank`.
 HostTopology host_topology(const std::vector<std::string>& identities, int rank);

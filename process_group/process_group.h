@@ -46,6 +46,8 @@ class ProcessGroup {
   int size() const { return backend_->size(); }
   std::string backend_name() const { return backend_->name(); }
   const std::shared_ptr<Backend>& backend() const { return backend_; }
+  // Which ranks share a host, where the backend knows (Backend::host_topology).
+  const HostTopology* host_topology() const { return backend_->host_topology(); }
   // The group's store (already prefixed for this group).
   const std::shared_ptr<Store>& store() const { return store_; }
   std::chrono::milliseconds timeout() const { return timeout_; }

@@ -27,6 +27,8 @@ class RoundRobinBackend : public Backend {
 
   // "round_robin:gloo*2" when all are alike, else "round_robin:gloo,nccl".
   std::string name() const override;
+  // The members share ranks, so they share hosts: the first one's view.
+  const HostTopology* host_topology() const override { return backends_[0]->host_topology(); }
   const std::vector<std::shared_ptr<Backend>>& backends() const { return backends_; }
   // How many collectives were sent to backends()[i] so far.
   uint64_t dispatched(size_t i) const { return dispatched_[i]->load(); }

@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "process_group/gloo/reduce_kernels.h"
 #include "process_group/shm/collectives.h"
+#include "store/hash_store.h"
 
 namespace ddpx {
 namespace {
@@ -83,7 +84,18 @@ std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend&
     }
   };
   std::map<int64_t, std::vector<double>> shm_calls, tcp_calls, mpi_calls, core_calls;
-  std::vector<double> memcpy_calls;
+  std::vector<double> memcpy_calls, api_calls;
+  // The other floor: what the Work / future / worker-queue machinery alone
+  // costs per op, timed as an 8 B allreduce on a group of one rank (which
+  // moves nothing), on rank 0 while the others wait.
+  std::shared_ptr<GlooBackend> alone;
+  if (rank == 0) {
+    GlooOptions one;
+    one.hostname = "127.0.0.1";
+    alone = GlooBackend::create(std::make_shared<HashStore>(std::chrono::seconds(10)), 0, 1,
+                                std::chrono::seconds(10), one)
+                .value();
+  }
   std::map<int64_t, int> iters;
   std::vector<float> src, dst;
   if (rank == 0) {
@@ -136,6 +148,12 @@ std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend&
         memcpy(dst.data(), src.data(), src.size() * sizeof(float));
         memcpy_calls.push_back(seconds_since(t0));
       }
+      Tensor eight = Tensor::zeros({2}, DType::kFloat32);
+      for (int i = 0; i < 2000; ++i) {
+        auto t0 = Clock::now();
+        must(alone->allreduce({eight}, {}));
+        api_calls.push_back(seconds_since(t0));
+      }
     }
     sync.barrier();
   }
@@ -171,6 +189,8 @@ std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend&
   if (rank == 0) {
     printf("# memcpy of 64 MiB: %.2f ms (%.2f GB/s) on one core\n", memcpy_s * 1e3,
            (64 << 20) / memcpy_s / 1e9);
+    printf("# an 8 B allreduce on a 1-rank group (the per-op machinery alone): %.3f us\n",
+           median(api_calls) * 1e6);
     if (points > 0) {
       result["shm_vs_mpi_min"] = min_vs_mpi;
       result["shm_vs_mpi_geomean"] = std::exp(log_sum / points);

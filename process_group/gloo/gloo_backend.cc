@@ -167,6 +167,7 @@ absl::Status GlooBackend::connect() {
       stage = "agreeing on the sync pairs' send buffers";
       sync_limits_ = agree_on_sync_limits(worker_sync_contexts_, options_.sync_max_bytes);
     }
+    topology_.ranks_by_host = {{0}};
     if (size() > 1) {
       stage = "exchanging host identities";
       absl::StatusOr<std::vector<std::string>> hosts = exchange_host_identities(

@@ -71,7 +71,7 @@ class GlooBackend : public Backend {
   // (off by option, ranks on several hosts, or the setup error).
   bool uses_shared_memory() const { return shm_ != nullptr; }
   // Which ranks share a host (from every rank's host identity).
-  const HostTopology& host_topology() const { return topology_; }
+  const HostTopology* host_topology() const override { return &topology_; }
   // Whether large allreduces take two levels across hosts (GlooOptions).
   bool uses_two_level_allreduce() const { return !two_level_.empty(); }
   const std::string& shared_memory_status() const { return shm_status_; }

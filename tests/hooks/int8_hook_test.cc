@@ -139,44 +139,62 @@ TEST(Int8Stats, WireBytesAreAboutAQuarterOfAllreduce) {
   EXPECT_NEAR(stats[0].compression_ratio(), 4.0, 0.01);
 }
 
-TEST(Int8Hierarchical, TwoNodesOfTwoRanksAgreeAndStayWithinTheLeaderBound) {
+// Hierarchical mode's reference: every node's average (float32, as the
+// reduce-scatter and the division compute it), then slice j (of L equal
+// slices) exchanged with ByteGrad among the nodes.
+std::vector<float> simulate_hierarchical(int world, int local_size, int64_t n) {
+  const int nodes = world / local_size;
+  const int64_t slice = (n + local_size - 1) / local_size;
+  std::vector<std::vector<float>> node_avg(nodes, std::vector<float>(n, 0.0f));
+  for (int node = 0; node < nodes; ++node) {
+    std::vector<std::vector<float>> g;
+    for (int k = 0; k < local_size; ++k) g.push_back(gradient_of(node * local_size + k, n));
+    for (int64_t i = 0; i < n; ++i) {
+      float sum = g[0][i];
+      for (int k = 1; k < local_size; ++k) sum += g[k][i];
+      node_avg[node][i] = sum / static_cast<float>(local_size);
+    }
+  }
+  std::vector<float> out(n);
+  for (int64_t begin = 0; begin < n; begin += slice) {
+    const int64_t end = std::min(n, begin + slice);
+    std::vector<std::vector<float>> part;
+    for (const auto& avg : node_avg) part.emplace_back(avg.begin() + begin, avg.begin() + end);
+    // The padded tail of the last slice is zeros on every node.
+    for (auto& p : part) p.resize(slice, 0.0f);
+    std::vector<float> exchanged = simulate_bytegrad(part);
+    std::copy(exchanged.begin(), exchanged.begin() + (end - begin), out.begin() + begin);
+  }
+  return out;
+}
+
+TEST(Int8Hierarchical, TwoNodesOfTwoRanksAgreeAndEqualTheSliceSimulation) {
   const int64_t n = 4099;
   auto results = run_int8(4, n, {/*hierarchical=*/true, /*local_size=*/2});
   expect_identical_across_ranks(results);
-  // Only the leaders' exchange is quantized: its inputs are the node
-  // averages (computed here in float32 as the leaders do).
+  // Only the exchange across nodes is quantized: its inputs are the node
+  // averages.
   std::vector<std::vector<float>> node_avg(2, std::vector<float>(n));
   for (int node = 0; node < 2; ++node) {
     auto a = gradient_of(2 * node, n), b = gradient_of(2 * node + 1, n);
     for (int64_t i = 0; i < n; ++i) node_avg[node][i] = (a[i] + b[i]) / 2.0f;
   }
   expect_within_quantization_bound(results[0], node_avg);
-  std::vector<float> simulated = simulate_bytegrad(node_avg);
+  std::vector<float> simulated = simulate_hierarchical(4, 2, n);
   EXPECT_EQ(0, memcmp(simulated.data(), results[0].data(), n * 4));
 }
 
-TEST(Int8Hierarchical, LocalSizeComesFromTheEnvironment) {
-  setenv("LOCAL_WORLD_SIZE", "2", 1);
-  auto from_env = run_int8(2, 999, {/*hierarchical=*/true, /*local_size=*/0});
+// Without local_size, the group's backend says which ranks share a host:
+// here every rank is a thread of this process, so one host of 4.
+TEST(Int8Hierarchical, LocalSizeComesFromTheGroupsHosts) {
   unsetenv("LOCAL_WORLD_SIZE");
-  expect_identical_across_ranks(from_env);
-  std::vector<std::vector<float>> one_node = {
-      [] {
-        auto a = gradient_of(0, 999), b = gradient_of(1, 999);
-        for (size_t i = 0; i < a.size(); ++i) a[i] = (a[i] + b[i]) / 2.0f;
-        return a;
-      }()};
-  std::vector<float> simulated = simulate_bytegrad(one_node);
-  EXPECT_EQ(0, memcmp(simulated.data(), from_env[0].data(), 999 * 4));
+  auto results = run_int8(4, 999, {/*hierarchical=*/true, /*local_size=*/0});
+  expect_identical_across_ranks(results);
+  std::vector<float> simulated = simulate_hierarchical(4, 4, 999);
+  EXPECT_EQ(0, memcmp(simulated.data(), results[0].data(), 999 * 4));
 }
 
 TEST(Int8Errors, BadOptionsAndBucketsNameTheProblem) {
-  unsetenv("LOCAL_WORLD_SIZE");
-  run_group_ranks(1, [&](std::shared_ptr<ProcessGroup> pg) {
-    auto no_size = make_int8_hook(pg, {true, 0});
-    ASSERT_FALSE(no_size.ok());
-    EXPECT_NE(no_size.status().message().find("LOCAL_WORLD_SIZE"), absl::string_view::npos);
-  });
   run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
     auto bad = make_int8_hook(pg, {true, 3});
     ASSERT_FALSE(bad.ok());

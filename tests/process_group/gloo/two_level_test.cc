@@ -34,7 +34,7 @@ void run_on_hosts(const std::vector<int>& hosts, const std::function<void(GlooBa
 
 TEST(TwoLevel, TopologyAndGroups) {
   run_on_hosts({0, 0, 1, 1, 2, 2}, [](GlooBackend& b) {
-    const HostTopology& t = b.host_topology();
+    const HostTopology& t = *b.host_topology();
     EXPECT_EQ(t.host_count, 3);
     EXPECT_EQ(t.host_index, b.rank() / 2);
     EXPECT_EQ(t.local_rank, b.rank() % 2);
@@ -90,7 +90,7 @@ TEST(TwoLevel, RandomFloatsGiveTheSameBitsOnEveryRankAndMatchFlatWithinRounding)
 
 TEST(TwoLevel, HostsWithDifferentRankCountsStayFlat) {
   run_on_hosts({0, 0, 1}, [](GlooBackend& b) {
-    EXPECT_FALSE(b.host_topology().uniform());
+    EXPECT_FALSE(b.host_topology()->uniform());
     EXPECT_FALSE(b.uses_two_level_allreduce());
     Tensor t = Tensor::zeros({100000}, DType::kInt64);
     t.fill_(b.rank() + 1);
