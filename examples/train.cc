@@ -91,11 +91,15 @@ ABSL_FLAG(int, timeout_s, 300, "Collective and rendezvous timeout in seconds.");
 
 namespace {
 
+// Whether this process is one rank of a job (else it launches --nproc local
+// ranks): a launcher's environment, --rank, or a tcp:// or file:// init
+// without --nproc (which then needs --rank/--world_size or RANK/WORLD_SIZE
+// rather than silently training alone).
 bool launched_as_rank() {
   if (absl::GetFlag(FLAGS_rank) >= 0) return true;
   for (const char* v : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
     if (getenv(v) != nullptr) return true;
-  return false;
+  return absl::GetFlag(FLAGS_init).rfind("env://", 0) != 0 && absl::GetFlag(FLAGS_nproc) <= 1;
 }
 
 int local_world_size() {
