@@ -11,8 +11,11 @@
 // each copy, seeing RANK, trains as one rank.
 #include <cblas.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -263,10 +266,17 @@ int main(int argc, char** argv) {
     fprintf(stderr, "train: rank %d: %s\n", (*pg)->rank(), summary.status().ToString().c_str());
     return 1;
   }
-  if ((*pg)->rank() == 0) {
+  const int rank = (*pg)->rank();
+  if (rank == 0) {
     printf("done: %lld steps, test accuracy %.2f%%, %.1f s\n", (long long)summary->steps,
            100 * summary->final_test_accuracy, summary->wall_seconds);
   }
   ddpx::destroy_process_group();
+  // Every rank passed train()'s final barrier: the file:// store is no
+  // longer needed, and removing it lets the next run use the same path (a
+  // leftover file's claims would refuse its ranks; torch's FileStore also
+  // removes the file after its last user).
+  if (rank == 0 && init.init_method.rfind("file://", 0) == 0)
+    unlink(init.init_method.substr(strlen("file://")).c_str());
   return 0;
 }

@@ -23,7 +23,8 @@ absl::Status claim_rank(Store& store, int rank, const std::string& job_id) {
   return absl::AlreadyExistsError(absl::StrCat(
       "rank ", rank, " of job ", quoted(job_id),
       " has already joined this rendezvous store: another process was started as the same "
-      "rank (or another job with the same job id uses this port or file)"));
+      "rank, another job with the same job id uses this port or file, or a file:// store is "
+      "left from an earlier run (give a fresh path)"));
 }
 
 }  // namespace
