@@ -5,6 +5,8 @@
 #include <functional>
 #include <string>
 
+#include "examples/trainer/checkpoint_manifest.h"
+#include "examples/trainer/crc32c.h"
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
@@ -156,6 +158,23 @@ TEST_F(TrainCheckpointCorruptionTest, HookFileOfAnotherStepIsRefused) {
                                            read_file(d + "/../step-00000005/hook_rank1.bin"));
                               }),
                  "hook_rank1.bin", "field crc32c");
+}
+
+// Issue 19 point 4: a header field out of range is refused even when the
+// manifest vouches for the file (a writer's bug, or a forged checkpoint):
+// here the epoch becomes 2^62 and the manifest is rewritten to match.
+TEST_F(TrainCheckpointCorruptionTest, OutOfRangeEpochWithValidChecksumsIsRefused) {
+  RunResult r = resume_after("forged_epoch", [](const std::string& d) {
+    std::string state = read_file(d + "/state.bin");
+    const uint64_t epoch = uint64_t{1} << 62;
+    for (int i = 0; i < 8; ++i) state[20 + i] = static_cast<char>(epoch >> (8 * i));  // epoch
+    write_file(d + "/state.bin", state);
+    trainer::Manifest m = trainer::parse_manifest("M", read_file(d + "/MANIFEST")).value();
+    m.files[0].size = state.size();
+    m.files[0].crc32c = trainer::crc32c(state);
+    write_file(d + "/MANIFEST", trainer::encode_manifest(m));
+  });
+  expect_refused(r, "state.bin", "field epoch = 4611686018427387904 is out of range [0, 2]");
 }
 
 TEST_F(TrainCheckpointCorruptionTest, AutoFallsBackToThePreviousCompleteCheckpointWithAWarning) {
