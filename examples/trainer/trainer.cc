@@ -68,11 +68,12 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   const bool lead = rank == 0;
   if (c.batch_size <= 0) return absl::InvalidArgumentError("--batch_size must be positive");
 
-  absl::StatusOr<data::Dataset> train_set = data::load_fashion_mnist(c.data_dir, data::Split::kTrain);
+  // --train_limit: only those images are read (the test set stays whole).
+  absl::StatusOr<data::Dataset> train_set = data::load_fashion_mnist(
+      c.data_dir, data::Split::kTrain, c.train_limit > 0 ? c.train_limit : -1);
   if (!train_set.ok()) return train_set.status();
   absl::StatusOr<data::Dataset> test_set = data::load_fashion_mnist(c.data_dir, data::Split::kTest);
   if (!test_set.ok()) return test_set.status();
-  if (c.train_limit > 0 && c.train_limit < train_set->size) train_set->size = c.train_limit;
 
   nn::Mlp model({train_set->features, c.hidden, 10, c.seed});
   nn::Sgd optimizer(model.parameter_list(),
