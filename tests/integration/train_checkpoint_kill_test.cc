@@ -58,8 +58,10 @@ bool run_and_kill_at(const std::string& command, const std::string& stop_at,
   }
   kill(-pid, SIGKILL);  // the shell, the launcher and both ranks
   waitpid(pid, nullptr, 0);
-  // Ranks are reparented once the launcher dies; wait until none is left.
-  while (kill(-pid, 0) == 0) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  // Ranks are reparented once the launcher dies; wait until none is left
+  // (bounded: where nobody reaps orphans, their zombies would stay).
+  for (int i = 0; i < 1000 && kill(-pid, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   *log = read_file(*log);
   return reached;
 }
