@@ -25,12 +25,15 @@ namespace {
 
 std::string join(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
-// "step-00000045" -> 45; false for anything else (temporary or foreign names).
+// "step-00000045" -> 45; false for anything else, including the same step
+// spelled with other zero padding (only step_dir_name's spelling is ours).
 bool parse_step_dir_name(absl::string_view name, int64_t* step) {
-  if (!absl::ConsumePrefix(&name, "step-") || name.size() < 8 || name.size() > 18) return false;
-  for (char c : name)
+  absl::string_view digits = name;
+  if (!absl::ConsumePrefix(&digits, "step-") || digits.size() < 8 || digits.size() > 18)
+    return false;
+  for (char c : digits)
     if (c < '0' || c > '9') return false;
-  return absl::SimpleAtoi(name, step);
+  return absl::SimpleAtoi(digits, step) && step_dir_name(*step) == name;
 }
 
 bool exists(const std::string& path) {
