@@ -15,9 +15,13 @@
 
 namespace ddpx {
 
-// Rank 0 claims rank 0 and publishes "<world_size> <job_id>"; every other
-// rank waits for that (up to `timeout`), compares, and only then claims its
-// rank. An empty job id is a job id like any other (it matches only "").
+// Rank 0 claims rank 0, publishes "<world_size> <job_id>", then waits (up to
+// `timeout`) for every rank of its world to report its world size; every
+// other rank waits for rank 0's identity, compares, claims its rank and
+// reports its world size (a rank of the same job with another world size
+// reports it too, so both it and rank 0 fail naming both values; a rank of
+// another job reports nothing). An empty job id is a job id like any other
+// (it matches only "").
 absl::Status check_job_identity(Store& store, int rank, int world_size,
                                 const std::string& job_id, std::chrono::milliseconds timeout);
 
