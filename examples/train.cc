@@ -3,15 +3,19 @@
 //   bazel run //examples:train -- --nproc=4 --backend=gloo --hook=powersgd
 //   srun -n 4 .bazel/bin/examples/train --init=env://
 //   torchrun --no-python --nproc-per-node=2 .bazel/bin/examples/train --init=env://
+//   train --init=tcp://10.0.0.1:29500 --rank=1 --world_size=2 --job_id=exp7
 //
 // Without a launcher's environment (RANK, SLURM_PROCID or
-// OMPI_COMM_WORLD_RANK unset) the binary starts --nproc copies of itself as
-// local ranks (examples/launcher) and supervises them; each copy, seeing
-// RANK, trains as one rank.
+// OMPI_COMM_WORLD_RANK unset) and without --rank the binary starts --nproc
+// copies of itself as local ranks (examples/launcher) and supervises them;
+// each copy, seeing RANK, trains as one rank.
 #include <cblas.h>
+
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
@@ -22,6 +26,7 @@
 #include "examples/data/fashion_mnist.h"
 #include "examples/launcher/launcher.h"
 #include "examples/trainer/ddp_sync.h"
+#include "examples/trainer/init_flags.h"
 #include "examples/trainer/pg_allreduce_sync.h"
 #include "examples/trainer/trainer.h"
 #include "hooks/registry.h"
@@ -30,7 +35,14 @@
 ABSL_FLAG(int, nproc, 1, "Local ranks to start when not already under a launcher.");
 ABSL_FLAG(std::string, init, "env://",
           "Rendezvous: env:// (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, SLURM_*, "
-          "OMPI_*), tcp://host:port or file:///path.");
+          "OMPI_*), tcp://host:port or file:///path (these two with --rank and "
+          "--world_size, or RANK and WORLD_SIZE).");
+ABSL_FLAG(int, rank, -1, "This process's rank (-1: from RANK, or launch --nproc local ranks).");
+ABSL_FLAG(int, world_size, -1, "Ranks in the job (-1: from WORLD_SIZE).");
+ABSL_FLAG(std::string, job_id, "",
+          "Job id every rank states at rendezvous, so ranks of another job (or another "
+          "world size) are refused: default SLURM_JOB_ID, else TORCHELASTIC_RUN_ID, else "
+          "one chosen by the local launch (--nproc).");
 ABSL_FLAG(std::string, backend, "gloo", "Process-group backend: gloo, nccl, round_robin:gloo*2.");
 ABSL_FLAG(std::string, hook, "allreduce",
           "Communication hook spec for the hooks registry, options included "
@@ -58,6 +70,14 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
           "Save model, optimizer and hook state here each epoch and at the end; "
           "resume from it when it holds a checkpoint.");
 ABSL_FLAG(int64_t, checkpoint_every, 0, "Also checkpoint every N steps (0: off).");
+ABSL_FLAG(int, keep_checkpoints, 2, "Complete checkpoints kept in --checkpoint_dir.");
+ABSL_FLAG(std::string, resume, "latest",
+          "latest: resume from the checkpoint --checkpoint_dir/latest names and refuse it "
+          "if it does not validate; auto: fall back to the newest older complete checkpoint "
+          "that validates, with a warning saying why.");
+ABSL_FLAG(bool, reset_hook_state, false,
+          "Resume without the checkpoint's hook state (the hook starts afresh); needed to "
+          "resume with another --hook.");
 ABSL_FLAG(std::string, metrics_out, "", "Append JSON lines (per step, per epoch) here.");
 ABSL_FLAG(std::string, comm_trace, "",
           "Every rank appends per-step communication spans (hook entered/completed, "
@@ -74,10 +94,15 @@ ABSL_FLAG(int, timeout_s, 300, "Collective and rendezvous timeout in seconds.");
 
 namespace {
 
+// Whether this process is one rank of a job (else it launches --nproc local
+// ranks): a launcher's environment, --rank, or a tcp:// or file:// init
+// without --nproc (which then needs --rank/--world_size or RANK/WORLD_SIZE
+// rather than silently training alone).
 bool launched_as_rank() {
+  if (absl::GetFlag(FLAGS_rank) >= 0) return true;
   for (const char* v : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
     if (getenv(v) != nullptr) return true;
-  return false;
+  return absl::GetFlag(FLAGS_init).rfind("env://", 0) != 0 && absl::GetFlag(FLAGS_nproc) <= 1;
 }
 
 int local_world_size() {
@@ -94,6 +119,9 @@ int launch_local(int argc, char** argv) {
   o.nproc = absl::GetFlag(FLAGS_nproc);
   o.program = "/proc/self/exe";
   for (int i = 1; i < argc; ++i) o.args.push_back(argv[i]);
+  // Derived from this launch: ranks of another job on the same port are refused.
+  if (absl::GetFlag(FLAGS_job_id).empty())
+    o.args.push_back("--job_id=" + ddpx::trainer::new_local_job_id());
   ddpx::launcher::LaunchResult r = ddpx::launcher::launch_local_ranks(o);
   if (r.exit_code != 0) fprintf(stderr, "%s\n", r.message.c_str());
   return r.exit_code;
@@ -120,6 +148,25 @@ ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::stri
   };
 }
 
+// The hook as checkpoints name it: its spec with each part's options in
+// sorted order ("powersgd:start_iter=10,rank=2" and
+// "powersgd:rank=2,start_iter=10" are one hook), or "per_param".
+absl::StatusOr<std::string> hook_identity(const std::string& sync, const std::string& spec) {
+  if (sync == "per_param") return std::string("per_param");
+  absl::StatusOr<std::vector<ddpx::HookSpecPart>> parts = ddpx::parse_hook_spec(spec);
+  if (!parts.ok()) return parts.status();
+  std::string out;
+  for (const ddpx::HookSpecPart& part : *parts) {
+    out += (out.empty() ? "" : "+") + part.name;
+    const char* sep = ":";
+    for (const auto& [key, value] : part.options) {
+      out += sep + key + "=" + value;
+      sep = ",";
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -139,7 +186,14 @@ int main(int argc, char** argv) {
 
   ddpx::InitOptions init;
   init.backend = absl::GetFlag(FLAGS_backend);
-  init.init_method = absl::GetFlag(FLAGS_init);
+  absl::Status flags_ok = ddpx::trainer::resolve_init_flags(
+      {absl::GetFlag(FLAGS_init), absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_world_size),
+       absl::GetFlag(FLAGS_job_id)},
+      [](const char* name) { return getenv(name); }, &init);
+  if (!flags_ok.ok()) {
+    fprintf(stderr, "train: %s\n", std::string(flags_ok.message()).c_str());
+    return 2;
+  }
   init.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
   if (!pg.ok()) {
@@ -178,7 +232,27 @@ int main(int argc, char** argv) {
   config.log_every = absl::GetFlag(FLAGS_log_every);
   config.eval_every = absl::GetFlag(FLAGS_eval_every);
   config.train_limit = absl::GetFlag(FLAGS_train_limit);
+  config.keep_checkpoints = absl::GetFlag(FLAGS_keep_checkpoints);
+  if (config.keep_checkpoints < 1) {
+    fprintf(stderr, "train: --keep_checkpoints=%d: keep at least 1\n", config.keep_checkpoints);
+    return 2;
+  }
+  absl::StatusOr<ddpx::trainer::ResumeMode> resume =
+      ddpx::trainer::parse_resume_mode(absl::GetFlag(FLAGS_resume));
+  if (!resume.ok()) {
+    fprintf(stderr, "train: %s\n", std::string(resume.status().message()).c_str());
+    return 2;
+  }
+  config.resume = *resume;
+  config.reset_hook_state = absl::GetFlag(FLAGS_reset_hook_state);
   config.hook = absl::GetFlag(FLAGS_hook);
+  absl::StatusOr<std::string> identity =
+      hook_identity(absl::GetFlag(FLAGS_sync), config.hook);
+  if (!identity.ok()) {
+    fprintf(stderr, "train: %s\n", std::string(identity.status().message()).c_str());
+    return 2;
+  }
+  config.hook_identity = *identity;
   config.backend = init.backend;
 
   ddpx::DDPOptions ddp_options;
@@ -192,10 +266,17 @@ int main(int argc, char** argv) {
     fprintf(stderr, "train: rank %d: %s\n", (*pg)->rank(), summary.status().ToString().c_str());
     return 1;
   }
-  if ((*pg)->rank() == 0) {
+  const int rank = (*pg)->rank();
+  if (rank == 0) {
     printf("done: %lld steps, test accuracy %.2f%%, %.1f s\n", (long long)summary->steps,
            100 * summary->final_test_accuracy, summary->wall_seconds);
   }
   ddpx::destroy_process_group();
+  // Every rank passed train()'s final barrier: the file:// store is no
+  // longer needed, and removing it lets the next run use the same path (a
+  // leftover file's claims would refuse its ranks; torch's FileStore also
+  // removes the file after its last user).
+  if (rank == 0 && init.init_method.rfind("file://", 0) == 0)
+    unlink(init.init_method.substr(strlen("file://")).c_str());
   return 0;
 }

@@ -42,6 +42,10 @@ class CommHook {
   // nothing.
   virtual absl::Status save_state(std::ostream& out) const { return absl::OkStatus(); }
   virtual absl::Status load_state(std::istream& in) { return absl::OkStatus(); }
+  // The state's iteration counter (PowerSGD's state.iter: the steps it has
+  // seen), so a checkpoint can check it against the training step; -1 for a
+  // hook that keeps none.
+  virtual int64_t state_iteration() const { return -1; }
 };
 
 using CommHookFn = std::function<std::shared_ptr<Future<Tensor>>(GradBucket&)>;

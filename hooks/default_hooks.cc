@@ -90,6 +90,7 @@ class CompressWrapper : public CountingHook {
   }
   absl::Status save_state(std::ostream& out) const override { return inner_->save_state(out); }
   absl::Status load_state(std::istream& in) override { return inner_->load_state(in); }
+  int64_t state_iteration() const override { return inner_->state_iteration(); }
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     const Tensor buffer = bucket.buffer();

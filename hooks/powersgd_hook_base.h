@@ -30,6 +30,7 @@ class PowerSGDHookBase : public CountingHook {
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) final;
   absl::Status save_state(std::ostream& out) const override;
   absl::Status load_state(std::istream& in) override;
+  int64_t state_iteration() const override { return state_->iter(); }
   HookStats stats() const override { return counter_->snapshot(); }
 
   PowerSGDState& state() { return *state_; }

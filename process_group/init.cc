@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "process_group/job_identity.h"
 #include "process_group/launch_env.h"
 #include "store/file_store.h"
 #include "store/prefix_store.h"
@@ -179,6 +180,11 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
     return absl::InvalidArgumentError(absl::StrCat(
         "init_process_group: rank ", r->rank, " is out of range for world_size ",
         r->world_size));
+  }
+  if (absl::Status s = check_job_identity(*r->store, r->rank, r->world_size,
+                                         options.job_id, options.timeout);
+      !s.ok()) {
+    return s;
   }
   auto group_store = std::make_shared<PrefixStore>("default_pg", r->store);
   absl::StatusOr<std::shared_ptr<Backend>> backend = create_backend(

@@ -29,6 +29,9 @@ struct InitOptions {
   std::chrono::milliseconds timeout = std::chrono::minutes(30);
   // An already-built store; when set, init_method is ignored.
   std::shared_ptr<Store> store;
+  // Stated at rendezvous with the world size (job_identity.h): a rank of
+  // another job, or one started with another world size, fails naming both.
+  std::string job_id;
 };
 
 // Where this process sits in the job, as read from the environment.

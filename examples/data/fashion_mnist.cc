@@ -7,10 +7,11 @@
 namespace ddpx::data {
 
 absl::StatusOr<Dataset> dataset_from_idx(const std::string& images_path,
-                                         const std::string& labels_path) {
-  absl::StatusOr<IdxArray> images = read_idx_u8(images_path);
+                                         const std::string& labels_path,
+                                         int64_t max_images) {
+  absl::StatusOr<IdxArray> images = read_idx_u8(images_path, max_images);
   if (!images.ok()) return images.status();
-  absl::StatusOr<IdxArray> labels = read_idx_u8(labels_path);
+  absl::StatusOr<IdxArray> labels = read_idx_u8(labels_path, max_images);
   if (!labels.ok()) return labels.status();
   if (images->dims.size() != 3) {
     return absl::InvalidArgumentError(images_path + ": images must have 3 dimensions "
@@ -42,7 +43,8 @@ absl::StatusOr<Dataset> dataset_from_idx(const std::string& images_path,
   return d;
 }
 
-absl::StatusOr<Dataset> load_fashion_mnist(const std::string& dir, Split split) {
+absl::StatusOr<Dataset> load_fashion_mnist(const std::string& dir, Split split,
+                                           int64_t max_images) {
   const std::string prefix = dir + "/" + (split == Split::kTrain ? "train" : "t10k");
   const std::string images = prefix + "-images-idx3-ubyte.gz";
   const std::string labels = prefix + "-labels-idx1-ubyte.gz";
@@ -55,7 +57,7 @@ absl::StatusOr<Dataset> load_fashion_mnist(const std::string& dir, Split split) 
           "or point --data_dir at a folder holding the IDX .gz files");
     }
   }
-  return dataset_from_idx(images, labels);
+  return dataset_from_idx(images, labels, max_images);
 }
 
 }  // namespace ddpx::data

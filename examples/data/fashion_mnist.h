@@ -28,12 +28,15 @@ enum class Split { kTrain, kTest };
 
 // Loads one split from `dir` ("train" or "t10k" files). A missing file gives
 // NotFound naming the path and the Debian package that provides it.
-absl::StatusOr<Dataset> load_fashion_mnist(const std::string& dir, Split split);
+// With max_images >= 0 only the first max_images are loaded.
+absl::StatusOr<Dataset> load_fashion_mnist(const std::string& dir, Split split,
+                                           int64_t max_images = -1);
 
 // Images [n, rows, cols] and labels [n] as IDX arrays -> normalized Dataset;
 // checks that the counts agree and labels are < 10.
 absl::StatusOr<Dataset> dataset_from_idx(const std::string& images_path,
-                                         const std::string& labels_path);
+                                         const std::string& labels_path,
+                                         int64_t max_images = -1);
 
 }  // namespace ddpx::data
 

@@ -2,6 +2,7 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -39,7 +40,7 @@ absl::Status read_exact(gzFile f, void* dst, size_t n, const std::string& path,
 
 }  // namespace
 
-absl::StatusOr<IdxArray> read_idx_u8(const std::string& path) {
+absl::StatusOr<IdxArray> read_idx_u8(const std::string& path, int64_t max_items) {
   std::unique_ptr<gzFile_s, GzCloser> f(gzopen(path.c_str(), "rb"));
   if (!f) {
     return absl::NotFoundError(path + ": cannot open: " + strerror(errno));
@@ -75,6 +76,10 @@ absl::StatusOr<IdxArray> read_idx_u8(const std::string& path) {
     if (total > (int64_t{1} << 34)) {
       return absl::InvalidArgumentError(path + ": IDX dimensions are implausibly large");
     }
+  }
+  if (max_items >= 0 && max_items < array.dims[0]) {
+    total = total / std::max<int64_t>(array.dims[0], 1) * max_items;
+    array.dims[0] = max_items;
   }
   array.bytes.resize(static_cast<size_t>(total));
   s = read_exact(f.get(), array.bytes.data(), array.bytes.size(), path, "the IDX data");

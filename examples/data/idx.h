@@ -18,8 +18,11 @@ struct IdxArray {
 };
 
 // Reads an IDX file of unsigned bytes (type 0x08). Errors name the path and
-// what was wrong (missing, bad magic, unsupported type, truncated).
-absl::StatusOr<IdxArray> read_idx_u8(const std::string& path);
+// what was wrong (missing, bad magic, unsupported type, truncated). With
+// max_items >= 0 only the first max_items entries along the first dimension
+// are read (and dims[0] says how many): a run on a few images need not
+// decompress the whole file.
+absl::StatusOr<IdxArray> read_idx_u8(const std::string& path, int64_t max_items = -1);
 
 // Writes an uncompressed IDX file of unsigned bytes (for tests and tools).
 absl::Status write_idx_u8(const std::string& path, const IdxArray& array);

@@ -1,103 +1,379 @@
 #include "examples/trainer/checkpoint.h"
 
+#include <dirent.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <functional>
 
-#include "examples/nn/serialize.h"
+#include "absl/strings/escaping.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
+#include "examples/trainer/checkpoint_fault.h"
+#include "examples/trainer/checkpoint_manifest.h"
+#include "examples/trainer/crc32c.h"
+#include "examples/trainer/durable_file.h"
 
 namespace ddpx::trainer {
 namespace {
 
-constexpr char kMagic[] = "ddpx-train-checkpoint-v1";
+std::string join(const std::string& dir, const std::string& name) { return dir + "/" + name; }
 
-std::string state_path(const std::string& dir) { return dir + "/state.bin"; }
-std::string hook_path(const std::string& dir, int rank) {
-  return dir + "/hook_rank" + std::to_string(rank) + ".bin";
+// "step-00000045" -> 45; false for anything else, including the same step
+// spelled with other zero padding (only step_dir_name's spelling is ours).
+bool parse_step_dir_name(absl::string_view name, int64_t* step) {
+  absl::string_view digits = name;
+  if (!absl::ConsumePrefix(&digits, "step-") || digits.size() < 8 || digits.size() > 18)
+    return false;
+  for (char c : digits)
+    if (c < '0' || c > '9') return false;
+  return absl::SimpleAtoi(digits, step) && step_dir_name(*step) == name;
 }
 
-template <typename WriteFn>
-absl::Status write_atomically(const std::string& path, WriteFn write) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return absl::UnavailableError("checkpoint: cannot create " + tmp + ": " + strerror(errno));
-    absl::Status s = write(out);
-    if (!s.ok()) return s;
-    out.flush();
-    if (!out) return absl::DataLossError("checkpoint: writing " + tmp + " failed");
+bool exists(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0;
+}
+
+// Every step-N folder in `dir`, complete or not.
+std::vector<int64_t> all_step_dirs(const std::string& dir) {
+  std::vector<int64_t> steps;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return steps;
+  while (dirent* e = readdir(d)) {
+    int64_t step = 0;
+    if (parse_step_dir_name(e->d_name, &step)) steps.push_back(step);
   }
-  if (rename(tmp.c_str(), path.c_str()) != 0)
-    return absl::UnavailableError("checkpoint: cannot rename " + tmp + ": " + strerror(errno));
+  closedir(d);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+// Removes a step folder, MANIFEST first: a crash halfway leaves an
+// incomplete folder, never a "complete" one with files missing.
+absl::Status remove_step_dir(const std::string& step_dir, const std::function<void()>& after_manifest) {
+  if (unlink(join(step_dir, kManifestFile).c_str()) != 0 && errno != ENOENT)
+    return absl::UnavailableError(absl::StrCat("unlink(", step_dir, "/MANIFEST): ", strerror(errno)));
+  if (absl::Status s = sync_dir(step_dir); !s.ok()) return s;
+  after_manifest();
+  if (DIR* d = opendir(step_dir.c_str())) {
+    std::vector<std::string> names;
+    while (dirent* e = readdir(d))
+      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.push_back(e->d_name);
+    closedir(d);
+    for (const std::string& n : names) unlink(join(step_dir, n).c_str());
+  }
+  if (rmdir(step_dir.c_str()) != 0 && errno != ENOENT)
+    return absl::UnavailableError(absl::StrCat("rmdir(", step_dir, "): ", strerror(errno)));
   return absl::OkStatus();
 }
 
-absl::Status prefix(const std::string& path, const absl::Status& s) {
+// Keeps the `keep` newest complete checkpoints up to `committed`; removes
+// older and incomplete folders, and folders past `committed` (left by a run
+// that went further, crashed, and was resumed from an earlier step).
+absl::Status prune(const std::string& dir, int64_t committed, int keep, int64_t step_for_faults) {
+  int kept = 0;
+  bool first_removal = true;
+  for (int64_t step : all_step_dirs(dir)) {
+    const std::string step_dir = join(dir, step_dir_name(step));
+    const bool complete = exists(join(step_dir, kManifestFile));
+    if (step <= committed && complete && kept < keep) {
+      ++kept;
+      continue;
+    }
+    absl::Status s = remove_step_dir(step_dir, [&] {
+      if (first_removal) checkpoint_stop_point(step_for_faults, 0, "pruning");
+      first_removal = false;
+    });
+    if (!s.ok()) return s;
+  }
+  return sync_dir(dir);
+}
+
+// Rank 0: the step's folder exists and holds no MANIFEST (a checkpoint of
+// the same step from an abandoned run may have left one).
+absl::Status prepare_step_dir(const std::string& dir, const std::string& step_dir) {
+  if (absl::Status s = make_dir(dir); !s.ok()) return s;
+  if (absl::Status s = make_dir(step_dir); !s.ok()) return s;
+  if (unlink(join(step_dir, kManifestFile).c_str()) != 0 && errno != ENOENT)
+    return absl::UnavailableError(absl::StrCat("unlink(", step_dir, "/MANIFEST): ", strerror(errno)));
+  if (absl::Status s = sync_dir(step_dir); !s.ok()) return s;
+  return sync_dir(dir);
+}
+
+absl::StatusOr<ManifestEntry> write_checkpoint_file(const std::string& step_dir,
+                                                    const std::string& name,
+                                                    absl::StatusOr<std::string> contents,
+                                                    int64_t step, int rank,
+                                                    const std::string& fault_prefix) {
+  if (!contents.ok()) return contents.status();
+  absl::Status s = write_file_durably(join(step_dir, name), *contents, [&](const char* point) {
+    checkpoint_stop_point(step, rank, fault_prefix + "/" + point);
+  });
+  if (!s.ok()) return s;
+  return ManifestEntry{name, contents->size(), crc32c(*contents)};
+}
+
+absl::Status with_context(const std::string& context, const absl::Status& s) {
   if (s.ok()) return s;
-  return absl::Status(s.code(), path + ": " + std::string(s.message()));
+  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
+}
+
+// The candidates to resume from, in order: the one `latest` names (or the
+// newest complete one when there is no `latest`), then with kAuto every
+// older complete one. Problems with `latest` itself refuse in kLatest mode
+// and are warnings in kAuto mode.
+absl::StatusOr<std::vector<int64_t>> resume_candidates(const CheckpointOptions& o, bool warn) {
+  const std::vector<int64_t> complete = complete_checkpoint_steps(o.dir);
+  const std::string latest_path = join(o.dir, kLatestFile);
+  absl::StatusOr<std::string> latest = read_whole_file(latest_path);
+  absl::Status problem;
+  int64_t first = -1;
+  if (latest.ok()) {
+    absl::string_view name = *latest;
+    int64_t step = 0;
+    if (!absl::ConsumeSuffix(&name, "\n") || !parse_step_dir_name(name, &step)) {
+      problem = absl::DataLossError(absl::StrCat(
+          latest_path, ": field step: '", absl::CHexEscape(*latest),
+          "' is not a checkpoint folder name (step-NNNNNNNN and a newline)"));
+    } else if (std::find(complete.begin(), complete.end(), step) == complete.end()) {
+      problem = absl::DataLossError(absl::StrCat(latest_path, ": field step: names ",
+                                                 std::string(name),
+                                                 ", which has no MANIFEST (incomplete or removed)"));
+    } else {
+      first = step;
+    }
+  } else if (!absl::IsNotFound(latest.status())) {
+    problem = latest.status();
+  } else if (!complete.empty()) {
+    first = complete.front();
+  }
+  if (!problem.ok()) {
+    if (o.resume == ResumeMode::kLatest) return problem;
+    if (warn) fprintf(stderr, "warning: resume: %s; trying older checkpoints\n",
+                      std::string(problem.message()).c_str());
+  }
+  std::vector<int64_t> out;
+  if (first >= 0) out.push_back(first);
+  if (o.resume == ResumeMode::kAuto) {
+    for (int64_t step : complete)
+      if (first < 0 || step < first) out.push_back(step);
+  }
+  return out;
+}
+
+// Sums one double per rank over the group: every rank learns every slot.
+absl::StatusOr<std::vector<double>> gather_by_sum(ProcessGroup& pg, std::vector<double> mine) {
+  Tensor t = Tensor::from_vector<double>(mine);
+  if (absl::Status s = pg.allreduce({t})->wait(); !s.ok()) return s;
+  std::vector<double> out(mine.size());
+  for (size_t i = 0; i < out.size(); ++i) out[i] = t.item(static_cast<int64_t>(i));
+  return out;
 }
 
 }  // namespace
 
-absl::Status save_checkpoint(const std::string& dir, int rank, const Progress& p,
-                             const nn::Mlp& model, const nn::Sgd& optimizer,
-                             const GradientSync& sync) {
-  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
-    return absl::UnavailableError("checkpoint: cannot create " + dir + ": " + strerror(errno));
-  if (rank == 0) {
-    absl::Status s = write_atomically(state_path(dir), [&](std::ostream& out) {
-      nn::write_string(out, kMagic);
-      for (int64_t v : {p.epoch, p.step_in_epoch, p.global_step, p.world_size})
-        nn::write_u64(out, static_cast<uint64_t>(v));
-      nn::write_string(out, std::to_string(p.wall_seconds));
-      absl::Status ms = model.save(out);
-      return ms.ok() ? optimizer.save_state(out) : ms;
-    });
-    if (!s.ok()) return s;
-  }
-  return write_atomically(hook_path(dir, rank),
-                          [&](std::ostream& out) { return sync.save_state(out); });
+absl::StatusOr<ResumeMode> parse_resume_mode(const std::string& text) {
+  if (text == "latest") return ResumeMode::kLatest;
+  if (text == "auto") return ResumeMode::kAuto;
+  return absl::InvalidArgumentError("--resume=" + text + ": expected latest or auto");
 }
 
-absl::StatusOr<Progress> load_checkpoint(const std::string& dir, int rank, int world_size,
-                                         nn::Mlp& model, nn::Sgd& optimizer,
-                                         GradientSync& sync) {
-  const std::string path = state_path(dir);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError("no checkpoint at " + path);
-  std::string magic;
-  if (!nn::read_string(in, &magic) || magic != kMagic)
-    return absl::InvalidArgumentError(path + ": not a ddpx trainer checkpoint");
-  Progress p;
-  uint64_t v[4];
-  for (uint64_t& x : v)
-    if (!nn::read_u64(in, &x)) return absl::DataLossError(path + ": truncated header");
-  p.epoch = static_cast<int64_t>(v[0]);
-  p.step_in_epoch = static_cast<int64_t>(v[1]);
-  p.global_step = static_cast<int64_t>(v[2]);
-  p.world_size = static_cast<int64_t>(v[3]);
-  std::string wall;
-  if (!nn::read_string(in, &wall)) return absl::DataLossError(path + ": truncated header");
-  p.wall_seconds = std::stod(wall);
-  if (p.world_size != world_size) {
-    return absl::FailedPreconditionError(
-        path + " was written by a job of " + std::to_string(p.world_size) +
-        " ranks; this job has " + std::to_string(world_size) +
-        " (the data order and hook state depend on it)");
+std::string step_dir_name(int64_t step) { return absl::StrFormat("step-%08d", step); }
+
+std::vector<int64_t> complete_checkpoint_steps(const std::string& dir) {
+  std::vector<int64_t> out;
+  for (int64_t step : all_step_dirs(dir))
+    if (exists(join(join(dir, step_dir_name(step)), kManifestFile))) out.push_back(step);
+  return out;
+}
+
+absl::Status save_checkpoint(const CheckpointOptions& o, ProcessGroup& pg, const Progress& p,
+                             const nn::Mlp& model, const nn::Sgd& optimizer,
+                             const GradientSync& sync) {
+  const int rank = pg.rank();
+  const int world = pg.size();
+  const int64_t step = p.global_step;
+  const std::string step_dir = join(o.dir, step_dir_name(step));
+  auto stop = [&](const char* point) { checkpoint_stop_point(step, rank, point); };
+  stop("begin");
+  absl::Status local;
+  if (rank == 0) local = prepare_step_dir(o.dir, step_dir);
+  stop("dir_ready");
+  // Nobody writes into the folder before rank 0 has made it and removed a
+  // stale MANIFEST.
+  if (absl::Status s = pg.barrier()->wait(); !s.ok()) return s;
+
+  ManifestEntry state, hook;
+  if (local.ok() && rank == 0) {
+    absl::StatusOr<ManifestEntry> e = write_checkpoint_file(
+        step_dir, kStateFile, encode_state_file(p, model, optimizer), step, rank, "state");
+    if (e.ok()) state = *e;
+    local = e.status();
   }
-  absl::Status s = prefix(path, model.load(in));
-  if (!s.ok()) return s;
-  s = prefix(path, optimizer.load_state(in));
-  if (!s.ok()) return s;
-  const std::string hook_file = hook_path(dir, rank);
-  std::ifstream hook_in(hook_file, std::ios::binary);
-  if (!hook_in) return absl::NotFoundError(hook_file + " is missing (checkpoint incomplete)");
-  s = prefix(hook_file, sync.load_state(hook_in));
-  if (!s.ok()) return s;
-  return p;
+  if (local.ok()) {
+    absl::StatusOr<ManifestEntry> e = write_checkpoint_file(
+        step_dir, hook_file_name(rank), encode_hook_file(p, rank, o.hook, sync), step, rank, "hook");
+    if (e.ok()) hook = *e;
+    local = e.status();
+  }
+  stop("files_done");
+
+  // Agreement: every rank's [written, size, crc32c] of its hook file.
+  std::vector<double> mine(3 * world, 0.0);
+  mine[3 * rank] = local.ok() ? 1 : 0;
+  mine[3 * rank + 1] = static_cast<double>(hook.size);
+  mine[3 * rank + 2] = static_cast<double>(hook.crc32c);
+  absl::StatusOr<std::vector<double>> all = gather_by_sum(pg, mine);
+  if (!all.ok()) return with_context("checkpoint: agreeing on the written files", all.status());
+  const std::string context = absl::StrCat("checkpoint of step ", step, " not committed");
+  if (!local.ok()) return with_context(context, local);
+  for (int r = 0; r < world; ++r) {
+    if ((*all)[3 * r] != 1) {
+      return absl::UnavailableError(absl::StrCat(context, ": rank ", r, " could not write ",
+                                                 step_dir, "/", hook_file_name(r),
+                                                 " (its own message says why)"));
+    }
+  }
+  stop("agreed");
+  if (rank != 0) return absl::OkStatus();
+
+  Manifest m{step, world, {state}};
+  for (int r = 0; r < world; ++r) {
+    m.files.push_back({hook_file_name(r), static_cast<uint64_t>((*all)[3 * r + 1]),
+                       static_cast<uint32_t>((*all)[3 * r + 2])});
+  }
+  auto observer = [&](const char* prefix) {
+    return [&, prefix](const char* point) { stop(absl::StrCat(prefix, "/", point).c_str()); };
+  };
+  absl::Status s =
+      write_file_durably(join(step_dir, kManifestFile), encode_manifest(m), observer("manifest"));
+  if (s.ok()) {
+    s = write_file_durably(join(o.dir, kLatestFile), step_dir_name(step) + "\n",
+                           observer("latest"));
+  }
+  if (s.ok()) s = prune(o.dir, step, std::max(1, o.keep), step);
+  stop("done");
+  return with_context("checkpoint of step " + std::to_string(step), s);
+}
+
+absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& o,
+                                              const std::string& step_dir, int rank,
+                                              int world_size, nn::Mlp& model,
+                                              nn::Sgd& optimizer, GradientSync& sync) {
+  const std::string manifest_path = join(step_dir, kManifestFile);
+  absl::StatusOr<std::string> text = read_whole_file(manifest_path);
+  if (!text.ok()) return text.status();
+  absl::StatusOr<Manifest> m = parse_manifest(manifest_path, *text);
+  if (!m.ok()) return m.status();
+  int64_t dir_step = -1;
+  const size_t slash = step_dir.rfind('/');
+  parse_step_dir_name(slash == std::string::npos ? step_dir : step_dir.substr(slash + 1), &dir_step);
+  if (m->step != dir_step) {
+    return absl::InvalidArgumentError(absl::StrCat(manifest_path, ": field step = ", m->step,
+                                                   ", but it lies in the folder of step ",
+                                                   dir_step));
+  }
+  if (m->world_size != world_size) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        manifest_path, ": field world_size = ", m->world_size, ", this job has ", world_size,
+        " ranks (data order and hook state depend on it)"));
+  }
+  std::vector<std::string> expected = {kStateFile};
+  for (int r = 0; r < world_size; ++r) expected.push_back(hook_file_name(r));
+  bool same = m->files.size() == expected.size();
+  for (size_t i = 0; same && i < expected.size(); ++i) same = m->files[i].name == expected[i];
+  if (!same) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        manifest_path, ": field file: expected state.bin and hook_rank0..", world_size - 1,
+        ".bin in that order, found ", m->files.size(), " other entries"));
+  }
+  // Reads the file the manifest lists as entry i, checking size and CRC32C.
+  auto read_checked = [&](size_t i) -> absl::StatusOr<std::string> {
+    const std::string path = join(step_dir, m->files[i].name);
+    absl::StatusOr<std::string> contents = read_whole_file(path);
+    if (!contents.ok()) {
+      if (absl::IsNotFound(contents.status()))
+        return absl::NotFoundError(path + ": field file: missing (the manifest lists it)");
+      return contents.status();
+    }
+    if (absl::Status s = check_against_manifest(path, *contents, m->files[i]); !s.ok()) return s;
+    return contents;
+  };
+  CheckpointExpectations expect{m->step, rank, world_size, o.epochs, o.steps_per_epoch, o.hook};
+
+  absl::StatusOr<std::string> state = read_checked(0);
+  if (!state.ok()) return state.status();
+  absl::StatusOr<Progress> progress =
+      decode_state_file(join(step_dir, kStateFile), *state, expect, model, optimizer);
+  if (!progress.ok()) return progress.status();
+  if (o.reset_hook_state) {
+    progress->hook_start_step = progress->global_step;
+    return progress;
+  }
+  absl::StatusOr<std::string> hook = read_checked(1 + rank);
+  if (!hook.ok()) return hook.status();
+  absl::StatusOr<HookFileHeader> header =
+      decode_hook_file(join(step_dir, hook_file_name(rank)), *hook, expect, sync);
+  if (!header.ok()) return header.status();
+  progress->hook_start_step = header->hook_start_step;
+  return progress;
+}
+
+absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
+    const CheckpointOptions& o, ProcessGroup& pg, nn::Mlp& model, nn::Sgd& optimizer,
+    GradientSync& sync) {
+  const int rank = pg.rank();
+  const int world = pg.size();
+  absl::StatusOr<std::vector<int64_t>> candidates = resume_candidates(o, rank == 0);
+  if (!candidates.ok()) return candidates.status();
+  if (candidates->empty()) {
+    const size_t incomplete = all_step_dirs(o.dir).size();
+    if (rank == 0 && incomplete > 0) {
+      printf("%s holds no complete checkpoint (%zu incomplete folders); starting from step 0\n",
+             o.dir.c_str(), incomplete);
+    }
+    return std::optional<Progress>();
+  }
+  std::string refused;
+  for (int64_t step : *candidates) {
+    const std::string step_dir = join(o.dir, step_dir_name(step));
+    absl::StatusOr<Progress> p =
+        load_rank_checkpoint(o, step_dir, rank, world, model, optimizer, sync);
+    // Every rank must resume from the same step: agree on the outcome.
+    std::vector<double> failed(world, 0.0);
+    failed[rank] = p.ok() ? 0 : 1;
+    absl::StatusOr<std::vector<double>> all = gather_by_sum(pg, failed);
+    if (!all.ok()) return with_context("resume: agreeing on the checkpoint", all.status());
+    std::string refusers;
+    for (int r = 0; r < world; ++r)
+      if ((*all)[r] != 0) absl::StrAppend(&refusers, refusers.empty() ? "" : ", ", r);
+    if (refusers.empty()) return std::optional<Progress>(*p);
+    if (o.resume == ResumeMode::kLatest) {
+      if (!p.ok()) return p.status();
+      return absl::FailedPreconditionError(absl::StrCat(
+          step_dir, " was refused by rank ", refusers, " (its message says which file and field)"));
+    }
+    if (!p.ok()) {
+      fprintf(stderr, "warning: resume (rank %d): %s\n", rank,
+              std::string(p.status().message()).c_str());
+    }
+    if (rank == 0) {
+      fprintf(stderr, "warning: resume: %s refused by rank %s; falling back to the previous "
+              "complete checkpoint\n", step_dir.c_str(), refusers.c_str());
+    }
+    absl::StrAppend(&refused, refused.empty() ? "" : ", ", step_dir_name(step));
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "resume: no usable checkpoint in ", o.dir, " (refused: ", refused,
+      "; see the warnings above); remove the folder or choose another --checkpoint_dir "
+      "to start afresh"));
 }
 
 }  // namespace ddpx::trainer

@@ -1,39 +1,93 @@
-// Checkpoints a resumed run continues from exactly: rank 0 writes the model,
-// the optimizer and the position in the data (state.bin); every rank writes
-// its communication-hook state (hook_rank<R>.bin), because PowerSGD's error
-// feedback differs per rank. Files are written to a temporary name and
-// renamed, so a crash mid-write leaves the previous checkpoint intact.
+// Checkpoints as one atomic unit across ranks.
+//
+// Layout of --checkpoint_dir:
+//
+//   step-00000045/state.bin          rank 0: progress, model, optimizer
+//   step-00000045/hook_rank<R>.bin   rank R: its communication-hook state
+//   step-00000045/MANIFEST           written last: step, world size, each
+//                                    file's size and CRC32C
+//   latest                           "step-00000045\n", replaced atomically
+//
+// save_checkpoint (every rank calls it): rank 0 prepares the step's folder;
+// every rank writes its files (temporary name, fsync, rename); the ranks
+// agree through the process group that all files are on disk, with their
+// sizes and checksums; only then rank 0 writes the MANIFEST, then `latest`,
+// then removes all but the newest --keep_checkpoints complete checkpoints. A
+// folder without a MANIFEST is incomplete and never resumed from, so a crash
+// at any instant leaves the checkpoint `latest` names (or the newest
+// complete one before the first `latest`) whole and usable.
+//
+// resume_from_checkpoint validates before it trusts: the MANIFEST's own
+// checksum, its step against the folder, its file list against the job,
+// every file's size and CRC32C, every header field against the run
+// (checkpoint_format.h), and the hook's identity and iteration. Any failure
+// is one line naming the file and the field; with ResumeMode::kAuto the
+// ranks fall back together to the previous complete checkpoint instead.
 #ifndef DDPX_EXAMPLES_TRAINER_CHECKPOINT_H_
 #define DDPX_EXAMPLES_TRAINER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "examples/nn/mlp.h"
 #include "examples/nn/sgd.h"
+#include "examples/trainer/checkpoint_format.h"
 #include "examples/trainer/grad_sync.h"
+#include "process_group/process_group.h"
 
 namespace ddpx::trainer {
 
-struct Progress {
-  int64_t epoch = 0;          // epoch in progress
-  int64_t step_in_epoch = 0;  // batches of that epoch already trained
-  int64_t global_step = 0;    // batches trained in all
-  double wall_seconds = 0;    // training time before this run (for plots)
-  int64_t world_size = 0;     // a checkpoint resumes only at the same size
+enum class ResumeMode {
+  kLatest,  // the checkpoint `latest` names; refuse if it does not validate
+  kAuto,    // that one, else the newest older complete one that validates
+};
+// "latest" or "auto"; the error names the flag and the choices.
+absl::StatusOr<ResumeMode> parse_resume_mode(const std::string& text);
+
+struct CheckpointOptions {
+  std::string dir;
+  int keep = 2;  // complete checkpoints kept on disk (>= 1)
+  ResumeMode resume = ResumeMode::kLatest;
+  // Resume without the saved hook state (the hook starts afresh); required
+  // to resume with another --hook.
+  bool reset_hook_state = false;
+  std::string hook;  // this run's hook spec, canonical; stored in hook files
+  int64_t epochs = 0;
+  int64_t steps_per_epoch = 0;
 };
 
-absl::Status save_checkpoint(const std::string& dir, int rank, const Progress& progress,
-                             const nn::Mlp& model, const nn::Sgd& optimizer,
-                             const GradientSync& sync);
+inline constexpr char kLatestFile[] = "latest";
+std::string step_dir_name(int64_t step);  // "step-00000045"
 
-// NotFound when `dir` holds no checkpoint (a fresh run); other errors name
-// the file and what did not match.
-absl::StatusOr<Progress> load_checkpoint(const std::string& dir, int rank, int world_size,
-                                         nn::Mlp& model, nn::Sgd& optimizer,
-                                         GradientSync& sync);
+// Collective: every rank of `pg` calls it with the same progress. Returns
+// once this rank's part is durable and, on rank 0, the checkpoint is
+// committed (MANIFEST and `latest`). An error on any rank's files fails the
+// save on every rank, and nothing is committed.
+absl::Status save_checkpoint(const CheckpointOptions& options, ProcessGroup& pg,
+                             const Progress& progress, const nn::Mlp& model,
+                             const nn::Sgd& optimizer, const GradientSync& sync);
+
+// Collective. std::nullopt when the folder holds no complete checkpoint (a
+// fresh run); otherwise the progress of the checkpoint every rank loaded.
+absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
+    const CheckpointOptions& options, ProcessGroup& pg, nn::Mlp& model, nn::Sgd& optimizer,
+    GradientSync& sync);
+
+// One rank's part of resuming, without the process group: validates the
+// MANIFEST of `step_dir`, state.bin and this rank's hook file (skipped with
+// reset_hook_state) and loads them.
+absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& options,
+                                              const std::string& step_dir, int rank,
+                                              int world_size, nn::Mlp& model,
+                                              nn::Sgd& optimizer, GradientSync& sync);
+
+// The steps of the complete checkpoints (folders with a MANIFEST) in `dir`,
+// newest first.
+std::vector<int64_t> complete_checkpoint_steps(const std::string& dir);
 
 }  // namespace ddpx::trainer
 

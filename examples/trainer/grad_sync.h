@@ -52,6 +52,9 @@ class GradientSync {
   // Communication-hook state (PowerSGD error feedback, ...), per rank.
   virtual absl::Status save_state(std::ostream& out) const = 0;
   virtual absl::Status load_state(std::istream& in) = 0;
+  // The hook state's iteration counter (CommHook::state_iteration), checked
+  // against the step on resume; -1 when there is none.
+  virtual int64_t hook_iteration() const { return -1; }
 };
 
 }  // namespace ddpx::trainer

@@ -68,11 +68,12 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   const bool lead = rank == 0;
   if (c.batch_size <= 0) return absl::InvalidArgumentError("--batch_size must be positive");
 
-  absl::StatusOr<data::Dataset> train_set = data::load_fashion_mnist(c.data_dir, data::Split::kTrain);
+  // --train_limit: only those images are read (the test set stays whole).
+  absl::StatusOr<data::Dataset> train_set = data::load_fashion_mnist(
+      c.data_dir, data::Split::kTrain, c.train_limit > 0 ? c.train_limit : -1);
   if (!train_set.ok()) return train_set.status();
   absl::StatusOr<data::Dataset> test_set = data::load_fashion_mnist(c.data_dir, data::Split::kTest);
   if (!test_set.ok()) return test_set.status();
-  if (c.train_limit > 0 && c.train_limit < train_set->size) train_set->size = c.train_limit;
 
   nn::Mlp model({train_set->features, c.hidden, 10, c.seed});
   nn::Sgd optimizer(model.parameter_list(),
@@ -81,20 +82,33 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   if (!sync_or.ok()) return sync_or.status();
   GradientSync& sync = **sync_or;
 
+  data::DistributedSampler sampler(train_set->size, rank, world, c.seed);
+  const int64_t steps_per_epoch = (sampler.shard_size() + c.batch_size - 1) / c.batch_size;
   Progress progress;
   progress.world_size = world;
+  progress.steps_per_epoch = steps_per_epoch;
+  CheckpointOptions ckpt;
+  ckpt.dir = c.checkpoint_dir;
+  ckpt.keep = c.keep_checkpoints;
+  ckpt.resume = c.resume;
+  ckpt.reset_hook_state = c.reset_hook_state;
+  ckpt.hook = c.hook_identity;
+  ckpt.epochs = c.epochs;
+  ckpt.steps_per_epoch = steps_per_epoch;
+  int64_t last_checkpoint_step = -1;
   if (!c.checkpoint_dir.empty()) {
-    absl::StatusOr<Progress> resumed =
-        load_checkpoint(c.checkpoint_dir, rank, world, model, optimizer, sync);
-    if (resumed.ok()) {
-      progress = *resumed;
+    absl::StatusOr<std::optional<Progress>> resumed =
+        resume_from_checkpoint(ckpt, *pg, model, optimizer, sync);
+    if (!resumed.ok()) return resumed.status();
+    if (resumed->has_value()) {
+      progress = **resumed;
+      last_checkpoint_step = progress.global_step;
       if (lead) {
-        printf("resumed from %s: epoch %lld, step %lld\n", c.checkpoint_dir.c_str(),
-               (long long)progress.epoch + 1, (long long)progress.global_step);
+        printf("resumed from %s/%s: epoch %lld, step %lld%s\n", c.checkpoint_dir.c_str(),
+               step_dir_name(progress.global_step).c_str(), (long long)progress.epoch + 1,
+               (long long)progress.global_step,
+               c.reset_hook_state ? " (hook state reset: --reset_hook_state)" : "");
       }
-    } else if (!absl::IsNotFound(resumed.status()) ||
-               resumed.status().message().find("hook_rank") != std::string::npos) {
-      return resumed.status();
     }
   }
 
@@ -111,8 +125,6 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
       return absl::InvalidArgumentError("--comm_trace: cannot open " + path + " for appending");
     }
   }
-  data::DistributedSampler sampler(train_set->size, rank, world, c.seed);
-  const int64_t steps_per_epoch = (sampler.shard_size() + c.batch_size - 1) / c.batch_size;
   int64_t total_steps = c.epochs * steps_per_epoch;
   if (c.max_steps >= 0) total_steps = std::min(total_steps, c.max_steps);
   if (lead) {
@@ -131,13 +143,16 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
 
   const Clock::time_point run_start = Clock::now();
   auto wall = [&] { return progress.wall_seconds + seconds_since(run_start); };
+  // Collective; at most one checkpoint per step (an epoch's end and
+  // --checkpoint_every or --max_steps can fall on the same step).
   auto checkpoint = [&]() -> absl::Status {
-    if (c.checkpoint_dir.empty()) return absl::OkStatus();
+    if (c.checkpoint_dir.empty() || progress.global_step == last_checkpoint_step)
+      return absl::OkStatus();
     Progress p = progress;
     p.wall_seconds = wall();
-    absl::Status s = save_checkpoint(c.checkpoint_dir, rank, p, model, optimizer, sync);
-    if (!s.ok()) return s;
-    return barrier(*pg);  // a checkpoint is complete only once every rank wrote
+    absl::Status s = save_checkpoint(ckpt, *pg, p, model, optimizer, sync);
+    if (s.ok()) last_checkpoint_step = progress.global_step;
+    return s;
   };
 
   LiveLine live;
@@ -154,8 +169,8 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   while (progress.epoch < c.epochs && !reached_max_steps()) {
     const std::vector<int64_t> order = sampler.indices(progress.epoch);
     const Clock::time_point epoch_start = Clock::now();
-    double loss_sum = 0, window_time = 0, window_wait = 0;
-    int64_t loss_count = 0, window_steps = 0;
+    double window_time = 0, window_wait = 0;
+    int64_t window_steps = 0;
     for (; progress.step_in_epoch < steps_per_epoch; ++progress.step_in_epoch) {
       if (reached_max_steps()) {
         stopped = true;
@@ -189,8 +204,8 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
 
       const double step_time = seconds_since(step_start);
       const SyncStats st = sync.last_stats();
-      loss_sum += loss;
-      ++loss_count;
+      progress.epoch_loss_sum += loss;
+      ++progress.epoch_loss_count;
       window_time += step_time;
       window_wait += st.comm_wait_seconds;
       ++window_steps;
@@ -250,7 +265,10 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
                             .add("wall_s", wall()));
         }
       }
-      if (c.checkpoint_every > 0 && progress.global_step % c.checkpoint_every == 0) {
+      // On an epoch's last step the end-of-epoch checkpoint below stands for
+      // this one (same step, with the epoch's evaluation already done).
+      if (c.checkpoint_every > 0 && progress.global_step % c.checkpoint_every == 0 &&
+          progress.step_in_epoch + 1 < steps_per_epoch) {
         progress.step_in_epoch += 1;  // the step just taken is part of the checkpoint
         s = checkpoint();
         progress.step_in_epoch -= 1;
@@ -264,10 +282,13 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
     if (lead) {
       live.finish();
       const double epoch_time = seconds_since(epoch_start);
+      // Over the whole epoch, the steps before a resume included.
+      const double train_loss =
+          progress.epoch_loss_count ? progress.epoch_loss_sum / progress.epoch_loss_count : 0.0;
       printf("epoch %lld%s: train loss %.4f | test loss %.4f | test accuracy %.2f%% | "
              "%.1f s | wall %.1f s\n",
              (long long)progress.epoch + 1, stopped ? " (stopped at --max_steps)" : "",
-             loss_count ? loss_sum / loss_count : 0.0, eval.loss, 100 * eval.accuracy,
+             train_loss, eval.loss, 100 * eval.accuracy,
              epoch_time, wall());
       fflush(stdout);
       metrics.write(JsonLine()
@@ -275,7 +296,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
                         .add("epoch", progress.epoch + 1)
                         .add("step", progress.global_step)
                         .add("complete", static_cast<int64_t>(!stopped))
-                        .add("train_loss", loss_count ? loss_sum / loss_count : 0.0)
+                        .add("train_loss", train_loss)
                         .add("test_loss", eval.loss)
                         .add("test_acc", eval.accuracy)
                         .add("epoch_time_s", epoch_time)
@@ -287,6 +308,8 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
     if (stopped) break;  // checkpointed below, mid-epoch
     ++progress.epoch;
     progress.step_in_epoch = 0;
+    progress.epoch_loss_sum = 0;
+    progress.epoch_loss_count = 0;
     absl::Status s = checkpoint();
     if (!s.ok()) return s;
   }

@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "examples/nn/mlp.h"
+#include "examples/trainer/checkpoint.h"
 #include "examples/trainer/lr_schedule.h"
 #include "examples/trainer/grad_sync.h"
 #include "process_group/process_group.h"
@@ -33,6 +34,9 @@ struct TrainConfig {
   int64_t max_steps = -1;        // stop after this many steps in all (-1: no limit)
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // also checkpoint every N steps (0: per epoch only)
+  int keep_checkpoints = 2;      // complete checkpoints kept on disk
+  ResumeMode resume = ResumeMode::kLatest;
+  bool reset_hook_state = false;  // resume without the saved hook state
   std::string metrics_out;       // JSON lines (rank 0)
   // Every rank appends {"step", "rank", "spans": [[bucket, enter_ns, done_ns]...],
   // "collectives": [[n, call_ns, done_ns]...]} per step to <comm_trace>.rank<R>
@@ -42,6 +46,9 @@ struct TrainConfig {
   int64_t eval_every = 0;        // also evaluate every N steps (0: per epoch only)
   int64_t train_limit = -1;      // use only the first N training samples (-1: all)
   std::string hook;              // for the log and metrics
+  // The hook's identity in checkpoints: its spec in canonical form (options
+  // sorted), or "per_param" for the baseline without a hook.
+  std::string hook_identity;
   std::string backend;
 };
 

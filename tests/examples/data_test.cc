@@ -1,5 +1,6 @@
 // IDX reading on the real Fashion-MNIST files and on files written here, and
 // the per-rank sampler's DistributedSampler semantics.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -100,6 +101,18 @@ TEST(FashionMnistTest, RealTestSplitFromDebianPackage) {
   const double n = static_cast<double>(d->images.size());
   EXPECT_NEAR(sum / n, 0.0, 0.05);
   EXPECT_NEAR(std::sqrt(sq / n - (sum / n) * (sum / n)), 1.0, 0.05);
+}
+
+TEST(FashionMnistTest, MaxImagesLoadsTheFirstImagesOnly) {
+  absl::StatusOr<Dataset> all = load_fashion_mnist(kDefaultFashionMnistDir, Split::kTest);
+  absl::StatusOr<Dataset> first = load_fashion_mnist(kDefaultFashionMnistDir, Split::kTest, 37);
+  ASSERT_TRUE(all.ok() && first.ok());
+  EXPECT_EQ(first->size, 37);
+  ASSERT_EQ(first->images.size(), 37u * 784);
+  EXPECT_TRUE(std::equal(first->images.begin(), first->images.end(), all->images.begin()));
+  EXPECT_TRUE(std::equal(first->labels.begin(), first->labels.end(), all->labels.begin()));
+  // More than the file holds: the whole file.
+  EXPECT_EQ(load_fashion_mnist(kDefaultFashionMnistDir, Split::kTest, 20000)->size, 10000);
 }
 
 TEST(SamplerTest, ShardsAreEqualDisjointAndCoverTheDataset) {

@@ -1,0 +1,24 @@
+// A precise instant for the checkpoint kill test
+// (tests/integration/train_checkpoint_kill_test.cc).
+//
+// With DDPX_CHECKPOINT_STOP_AT="<step>:<rank>:<point>:<marker path>" in its
+// environment, the rank `rank` that reaches `point` while writing the
+// checkpoint of `step` creates the marker file and stops itself (SIGSTOP).
+// The test waits for the marker and then kills the whole job with SIGKILL,
+// so the crash lands exactly there rather than wherever a timer fell. Points
+// are named by checkpoint.cc ("begin", "state/tmp_half", "files_done",
+// "manifest/renamed", "latest/renamed", ...). Without the variable this is a
+// no-op.
+#ifndef DDPX_EXAMPLES_TRAINER_CHECKPOINT_FAULT_H_
+#define DDPX_EXAMPLES_TRAINER_CHECKPOINT_FAULT_H_
+
+#include <cstdint>
+#include <string>
+
+namespace ddpx::trainer {
+
+void checkpoint_stop_point(int64_t step, int rank, const std::string& point);
+
+}  // namespace ddpx::trainer
+
+#endif  // DDPX_EXAMPLES_TRAINER_CHECKPOINT_FAULT_H_
