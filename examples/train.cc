@@ -43,6 +43,9 @@ ABSL_FLAG(std::string, job_id, "",
           "Job id every rank states at rendezvous, so ranks of another job (or another "
           "world size) are refused: default SLURM_JOB_ID, else TORCHELASTIC_RUN_ID, else "
           "one chosen by the local launch (--nproc).");
+ABSL_FLAG(std::string, iface, "",
+          "Network interface the ranks bind (e.g. eth0); empty: DDPX_GLOO_SOCKET_IFNAME, "
+          "else GLOO_SOCKET_IFNAME, else the host name's address (docs/multi_host.md).");
 ABSL_FLAG(std::string, backend, "gloo", "Process-group backend: gloo, nccl, round_robin:gloo*2.");
 ABSL_FLAG(std::string, hook, "allreduce",
           "Communication hook spec for the hooks registry, options included "
@@ -195,6 +198,10 @@ int main(int argc, char** argv) {
     return 2;
   }
   init.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+  // The Gloo backend (and every group built later) reads it from there.
+  if (const std::string iface = absl::GetFlag(FLAGS_iface); !iface.empty()) {
+    setenv("DDPX_GLOO_SOCKET_IFNAME", iface.c_str(), 1);
+  }
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
   if (!pg.ok()) {
     fprintf(stderr, "train: init_process_group(%s, %s) failed: %s\n", init.backend.c_str(),
