@@ -1,8 +1,13 @@
 #include "process_group/gloo/reduce_kernels.h"
 
+#include "process_group/gloo/half_reduce.h"
+
 namespace ddpx {
 
 UntypedReduceFn reduce_function(DType dtype, ReduceOp op) {
+  if (dtype == DType::kFloat16 && cpu_has_f16c()) {
+    if (UntypedReduceFn fast = half_reduce_f16c(op)) return fast;
+  }
   return visit_dtype(dtype, [op](auto zero) -> UntypedReduceFn {
     using namespace reduce_internal;
     using T = decltype(zero);
