@@ -1,5 +1,6 @@
-// Bagua's ByteGrad exchange (seed 001): averaging a float32 buffer over a
-// group while only 8-bit codes cross the network.
+// Bagua's ByteGrad exchange (Bagua's "Low Precision Stochastic Gradient"
+// documentation; Gan et al., "BAGUA", VLDB 2022): averaging a float32 buffer
+// over a group while only 8-bit codes cross the network.
 //
 //   1. split the buffer into one chunk per rank (chunk c: elements
 //      [c*k, min(n, (c+1)*k)), k = ceil(n / p));

@@ -1,5 +1,6 @@
 // The gradient reducer: buckets a model's gradients and averages them across
-// ranks while backward is still running (design note seed 003).
+// ranks while backward is still running (PyTorch's "Distributed Data Parallel"
+// design note, https://pytorch.org/docs/stable/notes/ddp.html).
 //
 // One synchronized step:
 //   reducer.prepare_for_backward();      // optional; implied by mark_ready

@@ -3,8 +3,8 @@
 // (BroadcastOneToAll, AllgatherRing, BarrierAllToOne) and pair-bound
 // buffers directly for gather and scatter: the unbound-buffer
 // gloo::broadcast, gloo::allgather, ... can only run on event-loop pairs,
-// where every hop costs the receiver two wake-ups. Measured on the development VM (docs/gloo.md,
-// "Session 5"): 4-rank barrier 63 us against 975, 2-rank 8 B broadcast
+// where every hop costs the receiver two wake-ups. Measured on the
+// development VM (docs/gloo.md, "Sync pairs"): 4-rank barrier 63 us against 975, 2-rank 8 B broadcast
 // 17 us against 60-90, 4-rank small allgathers 4-5x faster.
 //
 // Blocking writes stay safe: in BroadcastOneToAll every receiver first

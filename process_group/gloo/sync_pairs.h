@@ -35,7 +35,8 @@
 // A larger halving-doubling allreduce runs on the sync pairs in pieces
 // (run_allreduce_in_pieces) when the grant allows pieces of at least
 // kSyncPiecesMinBytes: one blocking read per message still beats the event
-// loop's two wake-ups at every size measured (docs/gloo.md, "Session 5").
+// loop's two wake-ups at every size measured (docs/gloo.md, "Allreduce
+// algorithm choice").
 #ifndef DDPX_PROCESS_GROUP_GLOO_SYNC_PAIRS_H_
 #define DDPX_PROCESS_GROUP_GLOO_SYNC_PAIRS_H_
 
