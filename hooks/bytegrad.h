@@ -46,6 +46,15 @@ struct ChunkLayout {
 // since a group released there would join its own thread. A group of one
 // rank quantizes and decodes locally, so the result has the same error
 // either way.
+// The exchange's local steps on CPU buffers, for a caller that pipelines
+// several exchanges over one group and issues the collectives itself (the
+// hierarchical int8 hook): step 2's send buffer (one record per chunk), steps
+// 3-4 (this rank's chunk averaged over the received records and quantized
+// again: one record) and step 5 (every gathered record decoded into `data`).
+Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout);
+Tensor bytegrad_average_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank);
+void bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data);
+
 std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group, Tensor data,
                                                  HookStatsCounter* counter);
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "hooks/bucket_math.h"
 #include "hooks/bytegrad.h"
+#include "hooks/int8_hierarchical_pipeline.h"
 #include "hooks/kernels/cpu_kernels.h"
 #include "process_group/init.h"
 #include "store/prefix_store.h"
@@ -43,7 +44,11 @@ class Int8Hook : public CountingHook {
       : pg_(std::move(pg)),
         local_(std::move(local)),
         cross_(std::move(cross)),
-        hierarchical_(hierarchical) {}
+        hierarchical_(hierarchical) {
+    if (local_ != nullptr) {
+      pipeline_ = std::make_unique<HierarchicalInt8Pipeline>(local_, cross_, &counter_);
+    }
+  }
 
   std::string name() const override {
     return hierarchical_ ? "int8:hierarchical" : "int8";
@@ -57,68 +62,16 @@ class Int8Hook : public CountingHook {
     }
     counter_.add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
     if (local_ == nullptr) return bytegrad_average(*cross_, data, &counter_);
-    return run_hierarchical(data);
+    return pipeline_->submit(data);
   }
 
  private:
-  // Full precision inside the host, ByteGrad across hosts on 1/L slices:
-  //   1. reduce-scatter (SUM) inside the host: local rank j gets slice j of
-  //      the host's sum, and divides it by L (the host's average);
-  //   2. every local rank j averages its slice with its peers on the other
-  //      hosts through the quantized exchange (all L at once, each 1/L of
-  //      the bucket: the same bytes over the uplink as one leader sending
-  //      the whole bucket, in L streams instead of one);
-  //   3. allgather inside the host.
-  std::shared_ptr<Future<Tensor>> run_hierarchical(Tensor data) {
-    const int64_t local_size = local_->size();
-    const int64_t n = data.numel();
-    const int64_t slice = (n + local_size - 1) / local_size;
-    // Full-precision traffic inside the host: the reduce-scatter and the
-    // allgather.
-    const uint64_t local_wire = data.nbytes() * (local_size - 1) / local_size;
-    counter_.add_traffic(2 * data.nbytes(), 2 * local_wire);
-
-    // Per call: buckets of one step are in flight at once.
-    Tensor whole = Tensor::zeros({slice * local_size}, DType::kFloat32);
-    Tensor mine = Tensor::zeros({slice}, DType::kFloat32);
-    memcpy(whole.data(), data.data(), data.nbytes());
-    auto result = Future<Tensor>::create();
-    // Raw pointers: the hook owns the groups and outlives its futures (a
-    // group released on its own backend thread could not join that thread).
-    ProcessGroup* local = local_.get();
-    ProcessGroup* cross = cross_.get();
-    HookStatsCounter* counter = &counter_;
-    auto fail = [result](const char* step, const absl::Status& s) {
-      result->set_error(
-          absl::Status(s.code(), absl::StrCat("int8 hook (", step, "): ", s.message())));
-    };
-    auto gather = [=]() {
-      local->allgather_into_tensor(whole, mine)->get_future()->add_callback(
-          [=](Future<TensorList>& done) {
-            if (!done.status().ok()) return fail("allgather inside the host", done.status());
-            memcpy(data.data(), whole.data(), data.nbytes());
-            result->set_value(data);
-          });
-    };
-    local->reduce_scatter_tensor(mine, whole)->get_future()->add_callback(
-        [=](Future<TensorList>& reduced) {
-          if (!reduced.status().ok()) {
-            return fail("reduce-scatter inside the host", reduced.status());
-          }
-          kernels::divide(mine.data_as<float>(), slice, static_cast<float>(local_size));
-          bytegrad_average(*cross, mine, counter)->add_callback([=](Future<Tensor>& exchanged) {
-            if (!exchanged.status().ok()) return fail("exchange across hosts", exchanged.status());
-            gather();
-          });
-        });
-    return result;
-  }
-
   std::shared_ptr<ProcessGroup> pg_;
   std::shared_ptr<ProcessGroup> local_;
   std::shared_ptr<ProcessGroup> cross_;
   bool hierarchical_;
   HookStatsCounter counter_;
+  std::unique_ptr<HierarchicalInt8Pipeline> pipeline_;  // hierarchical mode with L > 1
 };
 
 // Where this rank sits for hierarchical mode: its host (node), its place
