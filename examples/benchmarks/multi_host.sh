@@ -50,12 +50,8 @@ BATCH=${BATCH:-64}
 
 die() { echo "multi_host: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (tools/virtual_cluster makes namespaces); run with sudo"
-here=$(cd "$(dirname "$0")" && pwd)
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
-for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
-  [ -f "$lib" ] && . "$lib" && break
-done
-find_train "$workspace"
+. "$(dirname "$0")/trainer.sh" 2>/dev/null ||
+  . "$0.runfiles/ddpx/examples/benchmarks/trainer.sh"  # here, workspace, TRAIN
 vc=$workspace/tools/virtual_cluster
 [ -x "$vc" ] || die "tools/virtual_cluster not found under $workspace"
 comm_time=$here/comm_time.py
