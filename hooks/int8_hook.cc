@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "hooks/bucket_math.h"
 #include "hooks/bytegrad.h"
-#include "hooks/int8_hierarchical_pipeline.h"
+#include "hooks/int8_pipeline.h"
 #include "hooks/kernels/cpu_kernels.h"
 #include "process_group/init.h"
 #include "store/prefix_store.h"
@@ -45,9 +45,7 @@ class Int8Hook : public CountingHook {
         local_(std::move(local)),
         cross_(std::move(cross)),
         hierarchical_(hierarchical) {
-    if (local_ != nullptr) {
-      pipeline_ = std::make_unique<HierarchicalInt8Pipeline>(local_, cross_, &counter_);
-    }
+    pipeline_ = std::make_unique<Int8Pipeline>(local_, cross_, &counter_);
   }
 
   std::string name() const override {
@@ -61,7 +59,8 @@ class Int8Hook : public CountingHook {
       return Future<Tensor>::failed(s);
     }
     counter_.add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
-    if (local_ == nullptr) return bytegrad_average(*cross_, data, &counter_);
+    // Device buckets (flat mode only) take the exchange with device kernels.
+    if (!data.device().is_cpu()) return bytegrad_average(*cross_, data, &counter_);
     return pipeline_->submit(data);
   }
 
@@ -71,7 +70,7 @@ class Int8Hook : public CountingHook {
   std::shared_ptr<ProcessGroup> cross_;
   bool hierarchical_;
   HookStatsCounter counter_;
-  std::unique_ptr<HierarchicalInt8Pipeline> pipeline_;  // hierarchical mode with L > 1
+  std::unique_ptr<Int8Pipeline> pipeline_;  // CPU buckets
 };
 
 // Where this rank sits for hierarchical mode: its host (node), its place

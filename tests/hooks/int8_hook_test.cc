@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "hooks/bytegrad.h"
-#include "hooks/int8_hierarchical_pipeline.h"
+#include "hooks/int8_pipeline.h"
 #include "hooks/kernels/cpu_kernels.h"
 #include "tests/hooks/hook_test_util.h"
 
@@ -128,6 +128,25 @@ TEST_P(Int8Flat, HierarchicalWithOneRankPerNodeEqualsFlat) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Int8Flat, ::testing::Values(1, 2, 3, 4));
 
+// A bucket of several pipelined pieces: ByteGrad of each piece on its own.
+TEST(Int8FlatPieces, EveryPieceEqualsItsOwnSimulation) {
+  const int world = 3;
+  const int64_t per_piece = Int8Pipeline::kPieceBytes / 4;
+  const int64_t n = 2 * per_piece + 5;
+  auto results = run_int8(world, n, {});
+  expect_identical_across_ranks(results);
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < world; ++r) inputs.push_back(gradient_of(r, n));
+  for (int64_t begin = 0; begin < n; begin += per_piece) {
+    const int64_t end = std::min(n, begin + per_piece);
+    std::vector<std::vector<float>> piece;
+    for (const auto& in : inputs) piece.emplace_back(in.begin() + begin, in.begin() + end);
+    std::vector<float> simulated = simulate_bytegrad(piece);
+    ASSERT_EQ(0, memcmp(simulated.data(), results[0].data() + begin, (end - begin) * 4))
+        << "piece at " << begin;
+  }
+}
+
 TEST(Int8Stats, WireBytesAreAboutAQuarterOfAllreduce) {
   std::vector<HookStats> stats;
   const int64_t n = 100000;
@@ -142,7 +161,7 @@ TEST(Int8Stats, WireBytesAreAboutAQuarterOfAllreduce) {
 
 // Hierarchical mode's reference: every node's average (float32, as the
 // reduce-scatter and the division compute it), then, piece by piece of the
-// pipeline (HierarchicalInt8Pipeline::kPieceBytes, a multiple of L
+// pipeline (Int8Pipeline::kPieceBytes, a multiple of L
 // elements), slice j of the piece (of L equal slices) exchanged with
 // ByteGrad among the nodes.
 std::vector<float> simulate_hierarchical(int world, int local_size, int64_t n) {
@@ -158,7 +177,7 @@ std::vector<float> simulate_hierarchical(int world, int local_size, int64_t n) {
     }
   }
   const int64_t per_piece = std::max<int64_t>(
-      local_size, HierarchicalInt8Pipeline::kPieceBytes / 4 / local_size * local_size);
+      local_size, Int8Pipeline::kPieceBytes / 4 / local_size * local_size);
   std::vector<float> out(n);
   for (int64_t piece = 0; piece < n; piece += per_piece) {
     const int64_t piece_end = std::min(n, piece + per_piece);
@@ -195,7 +214,7 @@ TEST(Int8Hierarchical, TwoNodesOfTwoRanksAgreeAndEqualTheSliceSimulation) {
 // Several pipelined pieces, the last one padded: the same bits as the
 // piece-by-piece simulation on every rank.
 TEST(Int8Hierarchical, PipelinedPiecesEqualThePieceSimulation) {
-  const int64_t n = 2 * HierarchicalInt8Pipeline::kPieceBytes / 4 + 4099;
+  const int64_t n = 2 * Int8Pipeline::kPieceBytes / 4 + 4099;
   auto results = run_int8(4, n, {/*hierarchical=*/true, /*local_size=*/2});
   expect_identical_across_ranks(results);
   std::vector<float> simulated = simulate_hierarchical(4, 2, n);

@@ -1,4 +1,4 @@
-#include "hooks/int8_hierarchical_pipeline.h"
+#include "hooks/int8_pipeline.h"
 
 #include <algorithm>
 #include <cstring>
@@ -29,14 +29,14 @@ struct Piece {
 
 }  // namespace
 
-HierarchicalInt8Pipeline::HierarchicalInt8Pipeline(std::shared_ptr<ProcessGroup> local,
+Int8Pipeline::Int8Pipeline(std::shared_ptr<ProcessGroup> local,
                                                    std::shared_ptr<ProcessGroup> cross,
                                                    HookStatsCounter* counter)
     : local_(std::move(local)), cross_(std::move(cross)), counter_(counter) {
   thread_ = std::thread([this] { loop(); });
 }
 
-HierarchicalInt8Pipeline::~HierarchicalInt8Pipeline() {
+Int8Pipeline::~Int8Pipeline() {
   std::deque<std::pair<Tensor, std::shared_ptr<Future<Tensor>>>> left;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -56,7 +56,7 @@ HierarchicalInt8Pipeline::~HierarchicalInt8Pipeline() {
   }
 }
 
-std::shared_ptr<Future<Tensor>> HierarchicalInt8Pipeline::submit(Tensor data) {
+std::shared_ptr<Future<Tensor>> Int8Pipeline::submit(Tensor data) {
   auto result = Future<Tensor>::create();
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -67,7 +67,7 @@ std::shared_ptr<Future<Tensor>> HierarchicalInt8Pipeline::submit(Tensor data) {
   return result;
 }
 
-void HierarchicalInt8Pipeline::loop() {
+void Int8Pipeline::loop() {
   for (;;) {
     std::pair<Tensor, std::shared_ptr<Future<Tensor>>> job;
     {
@@ -90,8 +90,8 @@ void HierarchicalInt8Pipeline::loop() {
   }
 }
 
-absl::Status HierarchicalInt8Pipeline::average(const Tensor& data) {
-  const int64_t local_size = local_->size();
+absl::Status Int8Pipeline::average(const Tensor& data) {
+  const int64_t local_size = local_ != nullptr ? local_->size() : 1;
   const int hosts = cross_->size();
   const int host = cross_->rank();
   const int64_t n = data.numel();
@@ -102,8 +102,9 @@ absl::Status HierarchicalInt8Pipeline::average(const Tensor& data) {
   const int64_t last_slice = (last + local_size - 1) / local_size;
   const bool pad_last = last_slice * local_size != last;
   const int64_t slice_elements = (pieces - 1) * (per_piece / local_size) + last_slice;
-  const int64_t scratch = slice_elements + (pad_last ? last_slice * local_size : 0);
-  if (!slices_.defined() || slices_.numel() < scratch) {
+  const int64_t scratch =
+      (local_ != nullptr ? slice_elements : 0) + (pad_last ? last_slice * local_size : 0);
+  if (scratch > 0 && (!slices_.defined() || slices_.numel() < scratch)) {
     slices_ = Tensor::zeros({scratch}, DType::kFloat32);
   }
   float* base = data.data_as<float>();
@@ -116,28 +117,36 @@ absl::Status HierarchicalInt8Pipeline::average(const Tensor& data) {
     if (slice * local_size == length) {
       piece[p].whole = Tensor::from_blob(in_bucket, {length}, DType::kFloat32);
     } else {  // zeros after the end: summed with zeros only, never decoded into the bucket
-      float* padded = slices_.data_as<float>() + slice_elements;
+      float* padded = slices_.data_as<float>() + (local_ != nullptr ? slice_elements : 0);
       memcpy(padded, in_bucket, length * sizeof(float));
       std::fill(padded + length, padded + slice * local_size, 0.0f);
       piece[p].whole = Tensor::from_blob(padded, {slice * local_size}, DType::kFloat32);
     }
-    piece[p].mine = Tensor::from_blob(slices_.data_as<float>() + offset, {slice}, DType::kFloat32);
+    piece[p].mine = local_ != nullptr
+                        ? Tensor::from_blob(slices_.data_as<float>() + offset, {slice}, DType::kFloat32)
+                        : piece[p].whole;
     piece[p].layout = ChunkLayout(slice, hosts);
     offset += slice;
   }
-  if (counter_ != nullptr) {  // full precision inside the host: reduce-scatter and allgather
+  if (local_ != nullptr && counter_ != nullptr) {  // float32 inside the host: reduce-scatter, allgather
     const uint64_t local_wire = data.nbytes() * (local_size - 1) / local_size;
     counter_->add_traffic(2 * data.nbytes(), 2 * local_wire);
   }
 
   ReduceScatterOptions sum;
   sum.op = ReduceOp::SUM;
-  for (Piece& q : piece) q.scattered = local_->reduce_scatter_tensor(q.mine, q.whole, sum);
+  if (local_ != nullptr) {
+    for (Piece& q : piece) q.scattered = local_->reduce_scatter_tensor(q.mine, q.whole, sum);
+  }
 
   // Stage A: the host's average of this rank's slice, quantized, sent across.
   auto quantize_and_send = [&](Piece& q) -> absl::Status {
-    if (absl::Status s = finished("reduce-scatter inside the host", q.scattered); !s.ok()) return s;
-    kernels::divide(q.mine.data_as<float>(), q.mine.numel(), static_cast<float>(local_size));
+    if (local_ != nullptr) {
+      if (absl::Status s = finished("reduce-scatter inside the host", q.scattered); !s.ok()) {
+        return s;
+      }
+      kernels::divide(q.mine.data_as<float>(), q.mine.numel(), static_cast<float>(local_size));
+    }
     q.send = bytegrad_quantize(q.mine, q.layout);
     q.received = Tensor::zeros({q.send.numel()}, DType::kUInt8);
     if (counter_ != nullptr) {
@@ -172,7 +181,7 @@ absl::Status HierarchicalInt8Pipeline::average(const Tensor& data) {
       if (absl::Status s = finished("allgather across hosts", q.shared); !s.ok()) return s;
     }
     bytegrad_decode(q.gathered, q.layout, q.mine);
-    q.gathered_locally = local_->allgather_into_tensor(q.whole, q.mine);
+    if (local_ != nullptr) q.gathered_locally = local_->allgather_into_tensor(q.whole, q.mine);
     return absl::OkStatus();
   };
 
