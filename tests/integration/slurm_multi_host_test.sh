@@ -7,20 +7,12 @@
 # missing (tools/setup installs it).
 set -euo pipefail
 train=$PWD/examples/train
-tools="$(dirname "$(readlink -f "$0")")/../../tools"
-[ -x "$tools/virtual_cluster" ] && [ -x "$tools/slurm_local" ] ||
-  { echo "FAIL: tools/virtual_cluster or tools/slurm_local not found"; exit 1; }
 if ! command -v srun >/dev/null || ! command -v munged >/dev/null; then
   echo "FAIL: slurm-wlm/munge not installed (tools/setup installs them)"; exit 1
 fi
-name=s$(( $$ % 100000 ))
-if [ "$(id -u)" != 0 ] || ! ip netns add "$name-probe" 2>/dev/null; then
-  echo "SKIPPED LOUDLY: no network namespaces here (needs root): srun across hosts was NOT tested"
-  exit 0
-fi
-ip netns del "$name-probe"
-trap '"$tools/virtual_cluster" down --name="$name" >/dev/null 2>&1 || true' EXIT
-"$tools/virtual_cluster" up --hosts=2 --rate=1gbit --name="$name"
+. "$(dirname "$0")/virtual_hosts.sh"
+virtual_hosts_up s "srun across hosts"
+[ -x "$tools/slurm_local" ] || { echo "FAIL: tools/slurm_local not found"; exit 1; }
 out=$("$tools/slurm_local" run --virtual-cluster="$name" -- srun -N 2 --ntasks-per-node=2 \
   "$train" --init=env:// --iface=eth0 --hidden=256 --batch_size=32 --train_limit=4096 \
   --epochs=1 --log_every=1000 --timeout_s=60 2>&1) || { echo "$out"; echo "FAIL: the srun job failed"; exit 1; }
