@@ -119,9 +119,8 @@ int64_t ChunkLayout::length(int c) const {
   return std::min(numel, (c + 1) * chunk) - begin(c);
 }
 
-std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group_ref, Tensor data,
-                                                 HookStatsCounter* counter) {
-  ProcessGroup* group = &group_ref;
+std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> group,
+                                                 Tensor data, HookStatsCounter* counter) {
   const int world = group->size();
   const int rank = group->rank();
   const ChunkLayout layout(data.numel(), world);

@@ -40,13 +40,12 @@ struct ChunkLayout {
 // steps 2, 3's sums and 5 run there, the division and re-quantization of the
 // own n/p values on the host) over `group` as above; the future
 // completes with `data` itself overwritten by the average. `counter`, if
-// set, gets the traffic. `group` and `counter` must outlive the future: the
-// callbacks run on the backend's threads and hold no reference to the group,
-// since a group released there would join its own thread. A group of one
+// set, gets the traffic before this returns. The callbacks, which run on the
+// backend's threads, hold `group` until the exchange is done. A group of one
 // rank quantizes and decodes locally, so the result has the same error
 // either way.
-std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group, Tensor data,
-                                                 HookStatsCounter* counter);
+std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> group,
+                                                 Tensor data, HookStatsCounter* counter);
 
 }  // namespace ddpx
 

@@ -48,15 +48,15 @@ class Int8Hook : public CountingHook {
   std::string name() const override {
     return hierarchical_ ? "int8:hierarchical" : "int8";
   }
-  HookStats stats() const override { return counter_.snapshot(); }
+  HookStats stats() const override { return counter_->snapshot(); }
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     Tensor data = bucket.buffer();
     if (absl::Status s = check_bucket(data, local_ != nullptr); !s.ok()) {
       return Future<Tensor>::failed(s);
     }
-    counter_.add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
-    if (local_ == nullptr) return bytegrad_average(*cross_, data, &counter_);
+    counter_->add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
+    if (local_ == nullptr) return bytegrad_average(cross_, data, counter_.get());
     return run_hierarchical(data);
   }
 
@@ -76,18 +76,17 @@ class Int8Hook : public CountingHook {
     // Full-precision traffic inside the host: the reduce-scatter and the
     // allgather.
     const uint64_t local_wire = data.nbytes() * (local_size - 1) / local_size;
-    counter_.add_traffic(2 * data.nbytes(), 2 * local_wire);
+    counter_->add_traffic(2 * data.nbytes(), 2 * local_wire);
 
     // Per call: buckets of one step are in flight at once.
     Tensor whole = Tensor::zeros({slice * local_size}, DType::kFloat32);
     Tensor mine = Tensor::zeros({slice}, DType::kFloat32);
     memcpy(whole.data(), data.data(), data.nbytes());
     auto result = Future<Tensor>::create();
-    // Raw pointers: the hook owns the groups and outlives its futures (a
-    // group released on its own backend thread could not join that thread).
-    ProcessGroup* local = local_.get();
-    ProcessGroup* cross = cross_.get();
-    HookStatsCounter* counter = &counter_;
+    // The callbacks own what they use: the hook may go before its futures.
+    std::shared_ptr<ProcessGroup> local = local_;
+    std::shared_ptr<ProcessGroup> cross = cross_;
+    std::shared_ptr<HookStatsCounter> counter = counter_;
     auto fail = [result](const char* step, const absl::Status& s) {
       result->set_error(
           absl::Status(s.code(), absl::StrCat("int8 hook (", step, "): ", s.message())));
@@ -106,7 +105,7 @@ class Int8Hook : public CountingHook {
             return fail("reduce-scatter inside the host", reduced.status());
           }
           kernels::divide(mine.data_as<float>(), slice, static_cast<float>(local_size));
-          bytegrad_average(*cross, mine, counter)->add_callback([=](Future<Tensor>& exchanged) {
+          bytegrad_average(cross, mine, counter.get())->add_callback([=](Future<Tensor>& exchanged) {
             if (!exchanged.status().ok()) return fail("exchange across hosts", exchanged.status());
             gather();
           });
@@ -118,7 +117,7 @@ class Int8Hook : public CountingHook {
   std::shared_ptr<ProcessGroup> local_;
   std::shared_ptr<ProcessGroup> cross_;
   bool hierarchical_;
-  HookStatsCounter counter_;
+  std::shared_ptr<HookStatsCounter> counter_ = std::make_shared<HookStatsCounter>();
 };
 
 // Where this rank sits for hierarchical mode: its host (node), its place

@@ -21,9 +21,8 @@
 // The subgroups (one per host, one per local rank across hosts) are built
 // from the group's store with the group's backend when the hook is created:
 // every rank of the group must create its hierarchical int8 hooks at the same
-// time and in the same order (as with torch's new_group). Keep the hook alive
-// until its futures complete (the reducer waits for every bucket anyway): the
-// exchange's callbacks use the hook's groups without owning them.
+// time and in the same order (as with torch's new_group). The exchange's
+// callbacks own the groups they use, so the hook may go before its futures.
 #ifndef DDPX_HOOKS_INT8_HOOK_H_
 #define DDPX_HOOKS_INT8_HOOK_H_
 
