@@ -1,6 +1,7 @@
 #include "process_group/gloo/sync_pairs.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -74,6 +75,24 @@ void read_pairs_on_calling_thread(gloo::Context& context) {
     // with fewer cores than ranks it takes the CPU the peers need.
     pair->setSync(/*sync=*/true, /*busyPoll=*/false);
     size_send_buffer(*pair);
+  }
+}
+
+void set_sync_pair_timeout(gloo::Context& context, std::chrono::milliseconds timeout) {
+  struct timeval tv = {};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  for (int peer = 0; peer < context.size; ++peer) {
+    TcpPair* pair = tcp_pair(context, peer);
+    if (pair == nullptr) continue;
+    std::lock_guard<std::mutex> lock(TcpPairInternals::mutex(*pair));
+    const int fd = TcpPairInternals::fd(*pair);
+    if (fd < 0) continue;  // closed: the op fails on it anyway
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+      GLOO_THROW_IO_EXCEPTION("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO) on a sync pair: ",
+                              strerror(errno));
+    }
   }
 }
 
