@@ -131,9 +131,8 @@ void bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout, const Te
   decode_all(gathered, layout, data, nullptr).IgnoreError();  // fails on devices only
 }
 
-std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group_ref, Tensor data,
-                                                 HookStatsCounter* counter) {
-  ProcessGroup* group = &group_ref;
+std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> group,
+                                                 Tensor data, HookStatsCounter* counter) {
   const int world = group->size();
   const int rank = group->rank();
   const ChunkLayout layout(data.numel(), world);

@@ -41,9 +41,8 @@ struct ChunkLayout {
 // steps 2, 3's sums and 5 run there, the division and re-quantization of the
 // own n/p values on the host) over `group` as above; the future
 // completes with `data` itself overwritten by the average. `counter`, if
-// set, gets the traffic. `group` and `counter` must outlive the future: the
-// callbacks run on the backend's threads and hold no reference to the group,
-// since a group released there would join its own thread. A group of one
+// set, gets the traffic before this returns. The callbacks, which run on the
+// backend's threads, hold `group` until the exchange is done. A group of one
 // rank quantizes and decodes locally, so the result has the same error
 // either way.
 // The exchange's local steps on CPU buffers, for a caller that pipelines
@@ -55,8 +54,8 @@ Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout);
 Tensor bytegrad_average_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank);
 void bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data);
 
-std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group, Tensor data,
-                                                 HookStatsCounter* counter);
+std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> group,
+                                                 Tensor data, HookStatsCounter* counter);
 
 }  // namespace ddpx
 

@@ -45,22 +45,22 @@ class Int8Hook : public CountingHook {
         local_(std::move(local)),
         cross_(std::move(cross)),
         hierarchical_(hierarchical) {
-    pipeline_ = std::make_unique<Int8Pipeline>(local_, cross_, &counter_);
+    pipeline_ = std::make_unique<Int8Pipeline>(local_, cross_, counter_.get());
   }
 
   std::string name() const override {
     return hierarchical_ ? "int8:hierarchical" : "int8";
   }
-  HookStats stats() const override { return counter_.snapshot(); }
+  HookStats stats() const override { return counter_->snapshot(); }
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     Tensor data = bucket.buffer();
     if (absl::Status s = check_bucket(data, local_ != nullptr); !s.ok()) {
       return Future<Tensor>::failed(s);
     }
-    counter_.add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
+    counter_->add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
     // Device buckets (flat mode only) take the exchange with device kernels.
-    if (!data.device().is_cpu()) return bytegrad_average(*cross_, data, &counter_);
+    if (!data.device().is_cpu()) return bytegrad_average(cross_, data, counter_.get());
     return pipeline_->submit(data);
   }
 
@@ -69,8 +69,8 @@ class Int8Hook : public CountingHook {
   std::shared_ptr<ProcessGroup> local_;
   std::shared_ptr<ProcessGroup> cross_;
   bool hierarchical_;
-  HookStatsCounter counter_;
-  std::unique_ptr<Int8Pipeline> pipeline_;  // CPU buckets
+  std::shared_ptr<HookStatsCounter> counter_ = std::make_shared<HookStatsCounter>();
+  std::unique_ptr<Int8Pipeline> pipeline_;  // CPU buckets; goes before counter_
 };
 
 // Where this rank sits for hierarchical mode: its host (node), its place

@@ -21,11 +21,11 @@
 // The subgroups (one per host, one per local rank across hosts) are built
 // from the group's store with the group's backend when the hook is created:
 // every rank of the group must create its hierarchical int8 hooks at the same
-// time and in the same order (as with torch's new_group). Keep the hook alive
-// until its futures complete (the reducer waits for every bucket anyway):
-// destroying it fails the buckets not yet started. CPU buckets go through
-// int8_pipeline.h (pieces, one thread per hook); device buckets (flat mode)
-// through bytegrad_average with the device's kernels.
+// time and in the same order (as with torch's new_group). CPU buckets go
+// through int8_pipeline.h (pieces, one thread per hook): destroying the hook
+// fails the buckets not yet started and finishes the running one. Device
+// buckets (flat mode) go through bytegrad_average, whose callbacks own the
+// groups they use, so the hook may go before those futures.
 #ifndef DDPX_HOOKS_INT8_HOOK_H_
 #define DDPX_HOOKS_INT8_HOOK_H_
 

@@ -30,20 +30,19 @@ struct Piece {
 }  // namespace
 
 Int8Pipeline::Int8Pipeline(std::shared_ptr<ProcessGroup> local,
-                                                   std::shared_ptr<ProcessGroup> cross,
-                                                   HookStatsCounter* counter)
+                           std::shared_ptr<ProcessGroup> cross, HookStatsCounter* counter)
     : local_(std::move(local)), cross_(std::move(cross)), counter_(counter) {
-  thread_ = std::thread([this] { loop(); });
+  thread_ = std::thread([this, queue = queue_] { loop(queue); });
 }
 
 Int8Pipeline::~Int8Pipeline() {
   std::deque<std::pair<Tensor, std::shared_ptr<Future<Tensor>>>> left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
-    left.swap(queue_);
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->stopping = true;
+    left.swap(queue_->jobs);
   }
-  wake_.notify_all();
+  queue_->wake.notify_all();
   for (auto& job : left) {
     job.second->set_error(absl::CancelledError("int8 hook: destroyed before this bucket ran"));
   }
@@ -59,34 +58,35 @@ Int8Pipeline::~Int8Pipeline() {
 std::shared_ptr<Future<Tensor>> Int8Pipeline::submit(Tensor data) {
   auto result = Future<Tensor>::create();
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_) return Future<Tensor>::failed(absl::CancelledError("int8 hook: shut down"));
-    queue_.emplace_back(std::move(data), result);
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    if (queue_->stopping) {
+      return Future<Tensor>::failed(absl::CancelledError("int8 hook: shut down"));
+    }
+    queue_->jobs.emplace_back(std::move(data), result);
   }
-  wake_.notify_one();
+  queue_->wake.notify_one();
   return result;
 }
 
-void Int8Pipeline::loop() {
+void Int8Pipeline::loop(const std::shared_ptr<Queue>& queue) {
   for (;;) {
     std::pair<Tensor, std::shared_ptr<Future<Tensor>>> job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      wake_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;
-      job = std::move(queue_.front());
-      queue_.pop_front();
+      std::unique_lock<std::mutex> lock(queue->mu);
+      queue->wake.wait(lock, [&] { return queue->stopping || !queue->jobs.empty(); });
+      // The destructor takes the jobs left when it sets `stopping`.
+      if (queue->stopping) return;
+      job = std::move(queue->jobs.front());
+      queue->jobs.pop_front();
     }
     absl::Status s = average(job.first);
-    // Completing the future may run callbacks that destroy this pipeline
-    // (then this thread is detached and must not touch `this` again).
+    // The callbacks this runs may destroy the pipeline: from here on only
+    // `queue` (shared with this thread) is touched.
     if (s.ok()) {
       job.second->set_value(job.first);
     } else {
       job.second->set_error(s);
     }
-    std::lock_guard<std::mutex> lock(mu_);
-    if (stopping_ && queue_.empty()) return;
   }
 }
 

@@ -52,7 +52,16 @@ class Int8Pipeline {
   std::shared_ptr<Future<Tensor>> submit(Tensor data);
 
  private:
-  void loop();
+  // What the thread still reads after completing a bucket's future, whose
+  // callbacks may destroy this pipeline (then the thread is detached and
+  // finds `stopping` set).
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable wake;
+    std::deque<std::pair<Tensor, std::shared_ptr<Future<Tensor>>>> jobs;
+    bool stopping = false;
+  };
+  void loop(const std::shared_ptr<Queue>& queue);
   absl::Status average(const Tensor& data);
 
   std::shared_ptr<ProcessGroup> local_;
@@ -60,10 +69,7 @@ class Int8Pipeline {
   HookStatsCounter* counter_;
   Tensor slices_;  // every piece's own slice (and the padded last piece), grown as needed
 
-  std::mutex mu_;
-  std::condition_variable wake_;
-  std::deque<std::pair<Tensor, std::shared_ptr<Future<Tensor>>>> queue_;
-  bool stopping_ = false;
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::thread thread_;
 };
 

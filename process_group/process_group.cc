@@ -33,9 +33,8 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Backend> backend,
 
 ProcessGroup::~ProcessGroup() = default;
 
-std::chrono::milliseconds ProcessGroup::resolve(
-    std::chrono::milliseconds timeout) const {
-  return timeout < std::chrono::milliseconds::zero() ? timeout_ : timeout;
+std::chrono::milliseconds ProcessGroup::resolve(const OpTimeout& timeout) const {
+  return timeout.value_or(timeout_);
 }
 
 absl::Status ProcessGroup::admit(absl::Status valid,
@@ -57,8 +56,10 @@ std::shared_ptr<Work> ProcessGroup::dispatch(OpType op, Options opts,
                                              absl::Status valid,
                                              const CollectiveFingerprint* fingerprint,
                                              uint64_t payload_bytes, Launch launch) {
-  opts.timeout = resolve(opts.timeout);
-  absl::Status s = admit(std::move(valid), fingerprint, opts.timeout, payload_bytes);
+  const std::chrono::milliseconds timeout = resolve(opts.timeout);
+  if (valid.ok()) valid = validate::timeout(op, timeout);
+  opts.timeout = timeout;
+  absl::Status s = admit(std::move(valid), fingerprint, timeout, payload_bytes);
   if (!s.ok()) return FutureWork::failed(op, std::move(s));
   return launch(opts);
 }

@@ -101,8 +101,8 @@ class ProcessGroup {
                                        const SendRecvOptions& opts = {});
 
  private:
-  // kUseGroupTimeout (or any negative) -> the group's timeout.
-  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
+  // kUseGroupTimeout -> the group's timeout; the one place it is resolved.
+  std::chrono::milliseconds resolve(const OpTimeout& timeout) const;
   // Validation error, then debug-mode cross-check; OK means "go ahead", and
   // the payload is counted.
   // Point-to-point ops pass no fingerprint (they are not cross-checked).
@@ -111,7 +111,7 @@ class ProcessGroup {
                      std::chrono::milliseconds timeout, uint64_t payload_bytes);
 
   // The shape of every op: resolve the timeout, admit (or fail the Work),
-  // then launch(resolved options) on the backend.
+  // then launch(options with the resolved timeout) on the backend.
   template <typename Options, typename Launch>
   std::shared_ptr<Work> dispatch(OpType op, Options opts, absl::Status valid,
                                  const CollectiveFingerprint* fingerprint,

@@ -22,8 +22,9 @@ constexpr uint8_t kP2PSlotPrefix = 0x40;
 std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
                                              const TensorList& tensors,
                                              std::vector<int> peers, int tag,
-                                             std::chrono::milliseconds timeout) {
-  timeout = resolve_timeout(timeout);
+                                             const OpTimeout& op_timeout_or_unset) {
+  const std::chrono::milliseconds timeout = op_timeout(op_timeout_or_unset);
+  const auto started = std::chrono::steady_clock::now();
   auto work = std::make_shared<FutureWork>(op);
   auto pending = std::make_shared<P2PWaiters::Pending>();
   pending->is_recv = op != OpType::kSend;
@@ -57,14 +58,14 @@ std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
       }
     }
   } catch (const std::exception& e) {
-    work->fail(op_error(op, what, timeout, e.what()));
+    work->fail(op_error(op, what, timeout, started, e.what()));
     return work;
   }
   if (pending->buffers.empty()) {
     work->finish(tensors, peers.size() == 1 ? peers[0] : -1);
     return work;
   }
-  p2p_waiters_->start(pending, [this, work, op, what, tensors, timeout](
+  p2p_waiters_->start(pending, [this, work, op, what, tensors, timeout, started](
                                    P2PWaiters::Pending& p) {
     int source = -1;
     try {
@@ -79,7 +80,7 @@ std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
         }
       }
     } catch (const std::exception& e) {
-      work->fail(op_error(op, what, timeout, e.what()));
+      work->fail(op_error(op, what, timeout, started, e.what()));
       return;
     }
     work->finish(tensors, p.is_recv ? source : -1);

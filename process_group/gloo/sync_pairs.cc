@@ -55,6 +55,13 @@ void read_pairs_on_calling_thread(gloo::Context& context) {
   }
 }
 
+void set_sync_pair_timeout(gloo::Context& context, std::chrono::milliseconds timeout) {
+  for (int peer = 0; peer < context.size; ++peer) {
+    absl::Status s = tcp_pair_set_io_timeout(context, peer, timeout);
+    if (!s.ok()) GLOO_THROW_IO_EXCEPTION("a sync pair's timeout: ", s.message());
+  }
+}
+
 SyncPairLimits agree_on_sync_limits(const std::vector<std::shared_ptr<gloo::Context>>& contexts,
                                     size_t max_bytes) {
   int64_t capacity = std::numeric_limits<int64_t>::max();

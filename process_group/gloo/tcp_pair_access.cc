@@ -1,6 +1,7 @@
 #include "process_group/gloo/tcp_pair_access.h"
 
 #include <sys/socket.h>
+#include <sys/time.h>
 
 #include <atomic>
 #include <cerrno>
@@ -142,6 +143,24 @@ int tcp_pair_socket(gloo::Context& context, int peer) {
   if (pair == nullptr) return -1;
   std::lock_guard<std::mutex> lock(Internals::mutex(*pair));
   return Internals::fd(*pair);
+}
+
+absl::Status tcp_pair_set_io_timeout(gloo::Context& context, int peer,
+                                     std::chrono::milliseconds timeout) {
+  TcpPair* pair = tcp_pair(context, peer);
+  if (pair == nullptr) return absl::OkStatus();
+  struct timeval tv = {};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  std::lock_guard<std::mutex> lock(Internals::mutex(*pair));
+  const int fd = Internals::fd(*pair);
+  if (fd < 0) return absl::OkStatus();  // closed: an op fails on it anyway
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
+      setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0) {
+    return absl::InternalError(
+        absl::StrCat("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO): ", strerror(errno)));
+  }
+  return absl::OkStatus();
 }
 
 std::mutex* tcp_pair_mutex(gloo::Context& context, int peer) {

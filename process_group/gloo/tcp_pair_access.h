@@ -18,6 +18,7 @@
 #ifndef DDPX_PROCESS_GROUP_GLOO_TCP_PAIR_ACCESS_H_
 #define DDPX_PROCESS_GROUP_GLOO_TCP_PAIR_ACCESS_H_
 
+#include <chrono>
 #include <cstddef>
 #include <mutex>
 
@@ -53,6 +54,12 @@ bool tcp_pair_is_sync(gloo::Context& context, int peer);
 
 // The pair's connected socket; -1 before connecting and after closing.
 int tcp_pair_socket(gloo::Context& context, int peer);
+// Bounds the socket's blocking reads and writes (SO_RCVTIMEO, SO_SNDTIMEO:
+// a sync pair's recv()/send() then end with "Read timeout" / "Write
+// timeout"). An unconnected or closed pair is left alone (OK).
+absl::Status tcp_pair_set_io_timeout(gloo::Context& context, int peer,
+                                     std::chrono::milliseconds timeout);
+
 // The lock Gloo takes around the fields above (tests check it is Gloo's).
 std::mutex* tcp_pair_mutex(gloo::Context& context, int peer);
 
