@@ -33,6 +33,17 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Backend> backend,
 
 ProcessGroup::~ProcessGroup() = default;
 
+absl::StatusOr<std::shared_ptr<const void>> ProcessGroup::memoize(
+    const std::string& key,
+    const std::function<absl::StatusOr<std::shared_ptr<const void>>()>& build) {
+  std::lock_guard<std::mutex> lock(memo_mu_);
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  absl::StatusOr<std::shared_ptr<const void>> built = build();
+  if (built.ok()) memo_.emplace(key, *built);
+  return built;
+}
+
 std::chrono::milliseconds ProcessGroup::resolve(const OpTimeout& timeout) const {
   return timeout.value_or(timeout_);
 }

@@ -15,7 +15,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -55,6 +58,14 @@ class ProcessGroup {
   // Whether collectives are cross-checked between ranks first (debug mode,
   // from DDPX_DISTRIBUTED_DEBUG=DETAIL when the group was built).
   bool debug_detail() const { return debug_ != nullptr; }
+
+  // For what is built on top of this group once and lives as long as it
+  // (host_subgroups() in init.h keeps its subgroups here): the first call
+  // with `key` runs `build` and keeps an OK result, later calls return that.
+  // Calls wait for each other; a failed build is not kept.
+  absl::StatusOr<std::shared_ptr<const void>> memoize(
+      const std::string& key,
+      const std::function<absl::StatusOr<std::shared_ptr<const void>>()>& build);
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                   const AllreduceOptions& opts = {});
@@ -122,6 +133,9 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_;
   CommCounters counters_;
   std::unique_ptr<DebugChecker> debug_;  // null unless debug mode
+  // memoize()'s; released before the backend (declared after it).
+  std::mutex memo_mu_;
+  std::map<std::string, std::shared_ptr<const void>> memo_;
 };
 
 }  // namespace ddpx
