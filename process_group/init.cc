@@ -13,6 +13,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/job_identity.h"
 #include "process_group/launch_env.h"
 #include "store/file_store.h"
@@ -192,6 +193,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
   if (!backend.ok()) return backend.status();
   auto group = std::make_shared<ProcessGroup>(*std::move(backend), group_store,
                                               options.timeout);
+  std::vector<int> all_ranks(static_cast<size_t>(r->world_size));
+  for (int i = 0; i < r->world_size; ++i) all_ranks[static_cast<size_t>(i)] = i;
+  FlightRecorder::get().set_group_ranks(group->trace_group().index(), std::move(all_ranks));
 
   std::lock_guard<std::mutex> lock(w.mu);
   if (w.default_group != nullptr) {
@@ -265,7 +269,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> new_group(
     return absl::Status(b.status().code(),
                         absl::StrCat("new_group #", id, ": ", b.status().message()));
   }
-  return std::make_shared<ProcessGroup>(*std::move(b), store, timeout);
+  auto group = std::make_shared<ProcessGroup>(*std::move(b), store, timeout);
+  FlightRecorder::get().set_group_ranks(group->trace_group().index(), members);
+  return group;
 }
 
 void destroy_process_group() {

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "process_group/backend.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/options.h"
 #include "process_group/tensor.h"
 #include "process_group/work.h"
@@ -55,6 +56,9 @@ class ProcessGroup {
   // Whether collectives are cross-checked between ranks first (debug mode,
   // from DDPX_DISTRIBUTED_DEBUG=DETAIL when the group was built).
   bool debug_detail() const { return debug_ != nullptr; }
+  // This group's row in the flight recorder (flight_recorder.h); shared by
+  // every ProcessGroup built over the same store object.
+  const TraceGroup& trace_group() const { return *trace_; }
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                   const AllreduceOptions& opts = {});
@@ -105,7 +109,8 @@ class ProcessGroup {
   std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
   // Validation error, then debug-mode cross-check; OK means "go ahead", and
   // the payload is counted.
-  // Point-to-point ops pass no fingerprint (they are not cross-checked).
+  // Point-to-point ops are not cross-checked (their fingerprint only feeds
+  // the flight recorder).
   absl::Status admit(absl::Status valid,
                      const CollectiveFingerprint* fingerprint,
                      std::chrono::milliseconds timeout, uint64_t payload_bytes);
@@ -122,6 +127,7 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_;
   CommCounters counters_;
   std::unique_ptr<DebugChecker> debug_;  // null unless debug mode
+  std::shared_ptr<TraceGroup> trace_;
 };
 
 }  // namespace ddpx

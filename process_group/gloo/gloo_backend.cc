@@ -15,6 +15,7 @@
 #include "gloo/barrier.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/gloo/allreduce_algorithms.h"
 #include "process_group/gloo/closing_handshake.h"
 #include "process_group/gloo/gloo_internal.h"
@@ -326,10 +327,13 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
                                            OpBody body) {
   timeout = resolve_timeout(timeout);
   auto work = std::make_shared<GlooWork>(op, timeout);
+  // The flight recorder's entry for this op, when the front end recorded it:
+  // marked started and completed here, and failures are named by it.
+  const TraceHandle trace = CurrentTrace::claim();
   WorkerPool::Task task;
-  task.cancel = [work, op] {
-    work->fail(absl::CancelledError(absl::StrCat(
-        op_type_name(op), ": the gloo backend was destroyed before it ran")));
+  task.cancel = [work, op, trace] {
+    work->fail(trace.failed(absl::CancelledError(absl::StrCat(
+        op_type_name(op), ": the gloo backend was destroyed before it ran"))));
   };
   // Numbering and queueing under one lock: each worker's queue is then in
   // sequence order even when several threads issue ops at once.
@@ -342,7 +346,8 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
               static_cast<uint32_t>(seq * kTagsPerOp), timeout,
               &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr,
               two_level_.empty() ? nullptr : two_level_[worker].get()};
-  task.run = [this, work, op, what = std::move(what), c, body = std::move(body)] {
+  task.run = [this, work, op, what = std::move(what), c, body = std::move(body), trace] {
+    trace.started();
     absl::StatusOr<TensorList> result;
     try {
       result = body(c);
@@ -354,10 +359,11 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
       result = op_error(op, what, c.timeout, e.what());
     }
     if (result.ok()) {
+      trace.completed();
       work->finish(std::move(*result));
     } else {
       op_failed_ = true;
-      work->fail(result.status());
+      work->fail(trace.failed(result.status()));
     }
   };
   work->set_ticket(pool_->submit(worker, std::move(task)));
