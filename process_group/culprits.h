@@ -28,6 +28,7 @@ namespace ddpx {
 // Why the named peers are the ones to look at.
 enum class CulpritReason {
   kSilent,    // no data / no step from them before the deadline
+  kNotReceiving,  // this rank's data for them waited for a receive they never posted
   kExited,    // their process is gone or closed its connection
   kGaveUp,    // they failed themselves first (and named someone else)
   kMismatch,  // they run another op (other op, size or root)
@@ -36,6 +37,7 @@ enum class CulpritReason {
 inline const char* culprit_reason_name(CulpritReason r) {
   switch (r) {
     case CulpritReason::kSilent: return "silent";
+    case CulpritReason::kNotReceiving: return "not_receiving";
     case CulpritReason::kExited: return "exited";
     case CulpritReason::kGaveUp: return "gave_up";
     case CulpritReason::kMismatch: return "mismatch";
@@ -66,7 +68,7 @@ inline std::optional<Culprits> culprits_of(const absl::Status& status) {
   if (colon == std::string::npos) return std::nullopt;
   Culprits c;
   const std::string reason = text.substr(0, colon);
-  for (CulpritReason r : {CulpritReason::kSilent, CulpritReason::kExited,
+  for (CulpritReason r : {CulpritReason::kSilent, CulpritReason::kNotReceiving, CulpritReason::kExited,
                           CulpritReason::kGaveUp, CulpritReason::kMismatch}) {
     if (reason == culprit_reason_name(r)) c.reason = r;
   }

@@ -323,15 +323,17 @@ absl::Status FlightRecorder::failed(const TraceHandle& h, absl::Status error) {
   });
   if (cancelled) return error;
   // Refusals of the arguments are this rank's own business: recorded in the
-  // entry, reported as they are, nobody else asked.
+  // entry, reported as they are, nobody else asked. (Ranks that disagree on
+  // the arguments fail with InvalidArgument too, naming the peer.)
+  const std::optional<Culprits> culprits = culprits_of(error);
   const absl::StatusCode code = error.code();
-  if (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented ||
-      code == absl::StatusCode::kOutOfRange) {
+  if (!culprits.has_value() &&
+      (code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kUnimplemented ||
+       code == absl::StatusCode::kOutOfRange)) {
     return error;
   }
 
   const TraceGroupInfo group = group_info(h.group);
-  const std::optional<Culprits> culprits = culprits_of(error);
   std::string head = absl::StrCat(op_type_name(h.op), " #", h.seq, h.p2p ? " (point-to-point)" : "",
                                   " of group ", group.name, " (rank ", group.rank, " of ",
                                   group.size, ")");
@@ -345,6 +347,10 @@ absl::Status FlightRecorder::failed(const TraceHandle& h, absl::Status error) {
     switch (culprits->reason) {
       case CulpritReason::kSilent:
         absl::StrAppend(&head, ": no data from ", who);
+        break;
+      case CulpritReason::kNotReceiving:
+        absl::StrAppend(&head, ": ", who, (culprits->ranks.size() == 1 ? " never asks" : " never ask"),
+                        " for this rank's data");
         break;
       case CulpritReason::kExited:
         absl::StrAppend(&head, ": ", who, " exited or closed the connection");

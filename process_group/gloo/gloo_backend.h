@@ -164,15 +164,33 @@ class GlooBackend : public Backend {
   static shm::Reduction shm_reduction(DType dtype, ReduceOp op);
 
   // Queues `body` on the worker its sequence number picks; `what` describes
-  // the op for error messages ("float32[1024]").
+  // the op for error messages ("float32[1024]"). `match` (match_key) is
+  // what every rank's call must agree on; it goes into the op's tags.
   std::shared_ptr<Work> enqueue(OpType op, std::string what,
-                                std::chrono::milliseconds timeout, OpBody body);
+                                std::chrono::milliseconds timeout, OpBody body,
+                                uint32_t match = 0);
+  // The first of op `seq`'s kTagsPerOp tags, with 8 bits of `match` on top:
+  // ranks that call an op of another size, dtype or root then wait for
+  // different slots and time out naming the op, instead of mixing the data
+  // or making Gloo's reader thread abort the process on a message of
+  // another length.
+  static uint32_t tag_of(uint64_t seq, uint32_t match) {
+    return ((match & 0xffu) << 24) | static_cast<uint32_t>((seq * kTagsPerOp) & 0xffffffu);
+  }
+  // A hash of what an allreduce, broadcast or reduce must agree on: the
+  // bytes that cross between ranks, their dtype, the root.
+  static uint32_t match_key(uint64_t bytes, DType dtype, int root);
   // kUseGroupTimeout (any negative) -> this backend's default.
   std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds timeout) const;
   // The error for a Gloo exception: names the op, the rank and the timeout.
   absl::Status op_error(OpType op, const std::string& what,
                         std::chrono::milliseconds timeout,
                         const std::string& cause) const;
+
+  // Sets the culprits (culprits.h) of a failed op from what its contexts'
+  // TCP pairs say and the peer Gloo's message names.
+  static void name_transport_culprits(const OpContext& c, const std::string& cause,
+                                      absl::Status* error);
 
   // The worker's sync context where the op may use it (classic classes use
   // the context's timeout: only when the op's is the group's), else null.

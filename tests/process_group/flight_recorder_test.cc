@@ -3,6 +3,8 @@
 #include "process_group/flight_recorder.h"
 
 #include <atomic>
+#include <cstdlib>
+#include <functional>
 #include <set>
 #include <thread>
 
@@ -354,6 +356,123 @@ TEST(FlightRecorderWithGloo, TimeoutNamesOpSequenceAndGroup) {
               0u)
         << s;
   });
+}
+
+// Which peers a failure names (culprits.h), from the shared-memory path and
+// from Gloo's TCP pairs.
+std::vector<absl::Status> run_three_ranks_with_a_fault(
+    const std::function<absl::Status(ProcessGroup&, int rank)>& body) {
+  auto groups = testing_util::make_thread_groups(3);
+  std::vector<absl::Status> out(3);
+  testing_util::on_every_rank(3, [&](int rank) {
+    ProcessGroup& pg = *groups[rank];
+    ASSERT_TRUE(pg.barrier()->wait().ok());
+    out[rank] = body(pg, rank);
+  });
+  return out;
+}
+
+absl::Status allreduce_unless(ProcessGroup& pg, bool skip, int64_t numel = 8) {
+  if (skip) return absl::OkStatus();
+  AllreduceOptions o;
+  o.timeout = std::chrono::milliseconds(700);
+  return pg.allreduce({Tensor::zeros({numel}, DType::kFloat32)}, o)->wait();
+}
+
+TEST(FlightRecorderCulprits, SharedMemoryNamesTheRankThatNeverCame) {
+  auto out = run_three_ranks_with_a_fault(
+      [](ProcessGroup& pg, int rank) { return allreduce_unless(pg, rank == 2); });
+  for (int rank : {0, 1}) {
+    ASSERT_EQ(out[rank].code(), absl::StatusCode::kDeadlineExceeded) << out[rank];
+    std::optional<Culprits> c = culprits_of(out[rank]);
+    ASSERT_TRUE(c.has_value()) << out[rank];
+    EXPECT_EQ(c->reason, CulpritReason::kSilent);
+    EXPECT_EQ(c->ranks, std::vector<int>({2})) << out[rank];
+    EXPECT_NE(out[rank].message().find("timed out after 700 ms: no data from rank 2"),
+              std::string::npos)
+        << out[rank];
+  }
+}
+
+TEST(FlightRecorderCulprits, SharedMemoryCatchesAnotherCount) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto out = run_three_ranks_with_a_fault([](ProcessGroup& pg, int rank) {
+    return allreduce_unless(pg, false, rank == 1 ? 9 : 8);
+  });
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(600)) << "not caught before the timeout";
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_FALSE(out[rank].ok()) << rank;
+    std::optional<Culprits> c = culprits_of(out[rank]);
+    ASSERT_TRUE(c.has_value()) << out[rank];
+    EXPECT_EQ(c->reason, CulpritReason::kMismatch) << out[rank];
+    EXPECT_NE(out[rank].message().find(" runs another op. "), std::string::npos) << out[rank];
+    if (rank == 1) continue;  // it names whichever peer it compared first
+    EXPECT_EQ(c->ranks, std::vector<int>({1})) << out[rank];
+    EXPECT_NE(out[rank].message().find("rank 1 runs another op on the shared-memory path: "
+                                       "allreduce of 36 B"),
+              std::string::npos)
+        << out[rank];
+  }
+}
+
+TEST(FlightRecorderCulprits, SharedMemoryCatchesAnotherRoot) {
+  auto out = run_three_ranks_with_a_fault([](ProcessGroup& pg, int rank) {
+    BroadcastOptions o;
+    o.root_rank = rank == 2 ? 1 : 0;
+    o.timeout = std::chrono::milliseconds(700);
+    absl::Status s = pg.broadcast({Tensor::zeros({4}, DType::kFloat32)}, o)->wait();
+    if (!s.ok()) return s;
+    BarrierOptions b;
+    b.timeout = std::chrono::milliseconds(700);
+    return pg.barrier(b)->wait();
+  });
+  for (int rank = 0; rank < 3; ++rank) ASSERT_FALSE(out[rank].ok()) << rank;
+  std::optional<Culprits> c = culprits_of(out[2]);
+  ASSERT_TRUE(c.has_value()) << out[2];
+  EXPECT_EQ(c->reason, CulpritReason::kMismatch) << out[2];
+  EXPECT_NE(out[2].message().find("broadcast #1 of group"), std::string::npos) << out[2];
+  EXPECT_NE(out[2].message().find("from root 0 where this rank runs broadcast of 16 B to/from root 1"),
+            std::string::npos)
+      << out[2];
+}
+
+TEST(FlightRecorderCulprits, TcpPairsNameTheSilentPeer) {
+  setenv("DDPX_SHM", "0", 1);
+  auto out = run_three_ranks_with_a_fault(
+      [](ProcessGroup& pg, int rank) { return allreduce_unless(pg, rank == 2); });
+  unsetenv("DDPX_SHM");
+  std::set<int> named;
+  for (int rank : {0, 1}) {
+    ASSERT_EQ(out[rank].code(), absl::StatusCode::kDeadlineExceeded) << out[rank];
+    std::optional<Culprits> c = culprits_of(out[rank]);
+    ASSERT_TRUE(c.has_value()) << out[rank];
+    // A rank waiting for data names the sender; one whose data waits names
+    // the rank that never posted the receive.
+    EXPECT_TRUE(c->reason == CulpritReason::kSilent || c->reason == CulpritReason::kNotReceiving)
+        << out[rank];
+    for (int r : c->ranks) {
+      EXPECT_NE(r, rank) << out[rank];
+      named.insert(r);
+    }
+  }
+  EXPECT_EQ(named.count(2), 1u) << out[0] << "\n" << out[1];
+}
+
+// On TCP, ranks that call allreduce with different sizes wait on different
+// Gloo slots (the size is in the tags) and time out naming a peer; without
+// it the reader thread aborted the process on a message of another length.
+TEST(FlightRecorderCulprits, TcpOtherCountTimesOutInsteadOfAborting) {
+  setenv("DDPX_SHM", "0", 1);
+  auto out = run_three_ranks_with_a_fault([](ProcessGroup& pg, int rank) {
+    return allreduce_unless(pg, false, rank == 1 ? 9 : 8);
+  });
+  unsetenv("DDPX_SHM");
+  for (int rank = 0; rank < 3; ++rank) {
+    ASSERT_EQ(out[rank].code(), absl::StatusCode::kDeadlineExceeded) << out[rank];
+    EXPECT_TRUE(culprits_of(out[rank]).has_value()) << out[rank];
+    EXPECT_NE(out[rank].message().find("allreduce #1 of group"), std::string::npos) << out[rank];
+  }
 }
 
 }  // namespace
