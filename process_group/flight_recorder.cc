@@ -240,6 +240,11 @@ TraceGroupInfo FlightRecorder::group_info(int32_t group) const {
   return info;
 }
 
+std::vector<TraceGroupInfo> FlightRecorder::groups() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return groups_;
+}
+
 std::shared_ptr<Store> FlightRecorder::group_store(int32_t group) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (group < 0 || static_cast<size_t>(group) >= groups_.size()) return nullptr;

@@ -242,8 +242,9 @@ class FlightRecorder {
                                            const std::string& backend);
   // The members' ranks in the default group, when the caller knows them.
   void set_group_ranks(int32_t group, std::vector<int> ranks);
-  // A snapshot of one row (its sequence counters included).
+  // A snapshot of one row (its sequence counters included), or of all.
   TraceGroupInfo group_info(int32_t group) const;
+  std::vector<TraceGroupInfo> groups() const;
   // The group's store, while it lives (for peer states).
   std::shared_ptr<Store> group_store(int32_t group) const;
 

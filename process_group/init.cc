@@ -16,6 +16,7 @@
 #include "process_group/flight_recorder.h"
 #include "process_group/job_identity.h"
 #include "process_group/launch_env.h"
+#include "process_group/trace_service.h"
 #include "store/file_store.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
@@ -205,6 +206,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
   }
   w.default_group = group;
   w.root_store = r->store;
+  // Dumps on failure, SIGUSR1 and peers' requests; peer states in errors.
+  TraceService::get().attach_world(r->store, r->rank, r->world_size);
   w.backend = options.backend;
   w.timeout = options.timeout;
   w.groups_created = 0;
@@ -293,6 +296,7 @@ void destroy_process_group() {
   // backend that waits for its peers before closing (gloo's closing
   // handshake) thereby also keeps that server up until the peers are done
   // with it.
+  if (group != nullptr) TraceService::get().detach_world();
   group.reset();
   root.reset();
 }
