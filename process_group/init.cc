@@ -13,8 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/job_identity.h"
 #include "process_group/launch_env.h"
+#include "process_group/trace_service.h"
 #include "store/file_store.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
@@ -192,6 +194,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
   if (!backend.ok()) return backend.status();
   auto group = std::make_shared<ProcessGroup>(*std::move(backend), group_store,
                                               options.timeout);
+  std::vector<int> all_ranks(static_cast<size_t>(r->world_size));
+  for (int i = 0; i < r->world_size; ++i) all_ranks[static_cast<size_t>(i)] = i;
+  FlightRecorder::get().set_group_ranks(group->trace_group().index(), std::move(all_ranks));
 
   std::lock_guard<std::mutex> lock(w.mu);
   if (w.default_group != nullptr) {
@@ -201,6 +206,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
   }
   w.default_group = group;
   w.root_store = r->store;
+  // Dumps on failure, SIGUSR1 and peers' requests; peer states in errors.
+  TraceService::get().attach_world(r->store, r->rank, r->world_size);
   w.backend = options.backend;
   w.timeout = options.timeout;
   w.groups_created = 0;
@@ -265,7 +272,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> new_group(
     return absl::Status(b.status().code(),
                         absl::StrCat("new_group #", id, ": ", b.status().message()));
   }
-  return std::make_shared<ProcessGroup>(*std::move(b), store, timeout);
+  auto group = std::make_shared<ProcessGroup>(*std::move(b), store, timeout);
+  FlightRecorder::get().set_group_ranks(group->trace_group().index(), members);
+  return group;
 }
 
 void destroy_process_group() {
@@ -287,6 +296,7 @@ void destroy_process_group() {
   // backend that waits for its peers before closing (gloo's closing
   // handshake) thereby also keeps that server up until the peers are done
   // with it.
+  if (group != nullptr) TraceService::get().detach_world();
   group.reset();
   root.reset();
 }

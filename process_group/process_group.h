@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "process_group/backend.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/options.h"
 #include "process_group/tensor.h"
 #include "process_group/work.h"
@@ -58,6 +59,9 @@ class ProcessGroup {
   // Whether collectives are cross-checked between ranks first (debug mode,
   // from DDPX_DISTRIBUTED_DEBUG=DETAIL when the group was built).
   bool debug_detail() const { return debug_ != nullptr; }
+  // This group's row in the flight recorder (flight_recorder.h); shared by
+  // every ProcessGroup built over the same store object.
+  const TraceGroup& trace_group() const { return *trace_; }
 
   // For what is built on top of this group once and lives as long as it
   // (host_subgroups() in init.h keeps its subgroups here): the first call
@@ -116,7 +120,8 @@ class ProcessGroup {
   std::chrono::milliseconds resolve(const OpTimeout& timeout) const;
   // Validation error, then debug-mode cross-check; OK means "go ahead", and
   // the payload is counted.
-  // Point-to-point ops pass no fingerprint (they are not cross-checked).
+  // Point-to-point ops are not cross-checked (their fingerprint only feeds
+  // the flight recorder).
   absl::Status admit(absl::Status valid,
                      const CollectiveFingerprint* fingerprint,
                      std::chrono::milliseconds timeout, uint64_t payload_bytes);
@@ -136,6 +141,7 @@ class ProcessGroup {
   // memoize()'s; released before the backend (declared after it).
   std::mutex memo_mu_;
   std::map<std::string, std::shared_ptr<const void>> memo_;
+  std::shared_ptr<TraceGroup> trace_;
 };
 
 }  // namespace ddpx

@@ -160,6 +160,8 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<Location> locations_;      // per variable
   std::unique_ptr<CommHook> hook_;
+  // The flight recorder's call site of bucket collectives ("ddp:fp16").
+  std::string trace_site_ = "ddp:allreduce";
 
   bool require_grad_sync_ = true;
   bool join_enabled_ = false;

@@ -14,6 +14,8 @@
 #include "gloo/barrier.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
+#include "process_group/culprits.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/gloo/allreduce_algorithms.h"
 #include "process_group/gloo/closing_handshake.h"
 #include "process_group/gloo/gloo_internal.h"
@@ -22,6 +24,7 @@
 #include "process_group/gloo/store_adapter.h"
 #include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
+#include "process_group/gloo/tcp_pair_access.h"
 #include "process_group/gloo/two_level_allreduce.h"
 #include "process_group/host_identity.h"
 #include "process_group/network_interfaces.h"
@@ -282,7 +285,8 @@ void GlooBackend::set_up_two_level_allreduce() {
 }
 
 shm::Reduction GlooBackend::shm_reduction(DType dtype, ReduceOp op) {
-  return shm::Reduction{reduce_function(dtype, op), dtype_size(dtype)};
+  return shm::Reduction{reduce_function(dtype, op), dtype_size(dtype),
+                        static_cast<uint8_t>(1 + static_cast<int>(dtype) * 8 + static_cast<int>(op))};
 }
 
 std::string GlooBackend::device_description() const {
@@ -321,15 +325,37 @@ class GlooWork : public FutureWork {
 
 }  // namespace
 
+namespace {
+
+uint64_t total_bytes(const TensorList& tensors) {
+  uint64_t n = 0;
+  for (const Tensor& t : tensors) n += t.nbytes();
+  return n;
+}
+
+}  // namespace
+
+uint32_t GlooBackend::match_key(uint64_t bytes, DType dtype, int root) {
+  uint64_t h = bytes * 0x9e3779b97f4a7c15ULL;
+  h ^= static_cast<uint64_t>(dtype) << 7;
+  h ^= static_cast<uint64_t>(static_cast<int64_t>(root) + 1) * 0xff51afd7ed558ccdULL;
+  h ^= h >> 29;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return static_cast<uint32_t>(h >> 32);
+}
+
 std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
                                            const OpTimeout& op_timeout_or_unset,
-                                           OpBody body) {
+                                           OpBody body, uint32_t match) {
   const std::chrono::milliseconds timeout = op_timeout(op_timeout_or_unset);
   auto work = std::make_shared<GlooWork>(op, timeout);
+  // The flight recorder's entry for this op, when the front end recorded it:
+  // marked started and completed here, and failures are named by it.
+  const TraceHandle trace = CurrentTrace::claim();
   WorkerPool::Task task;
-  task.cancel = [work, op] {
-    work->fail(absl::CancelledError(absl::StrCat(
-        op_type_name(op), ": the gloo backend was destroyed before it ran")));
+  task.cancel = [work, op, trace] {
+    work->fail(trace.failed(absl::CancelledError(absl::StrCat(
+        op_type_name(op), ": the gloo backend was destroyed before it ran"))));
   };
   // Numbering and queueing under one lock: each worker's queue is then in
   // sequence order even when several threads issue ops at once.
@@ -341,10 +367,11 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
               has_sync ? worker_sync_contexts_[worker] : nullptr,
               has_sync ? &worker_sync_timeouts_[worker] : nullptr,
               worker_stores_[worker].get(), seq,
-              static_cast<uint32_t>(seq * kTagsPerOp), timeout, {},
+              tag_of(seq, match), timeout, {},
               &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr,
               two_level_.empty() ? nullptr : two_level_[worker].get()};
-  task.run = [this, work, op, what = std::move(what), c, body = std::move(body)] {
+  task.run = [this, work, op, what = std::move(what), c, body = std::move(body), trace] {
+    trace.started();
     OpContext running = c;
     running.started = std::chrono::steady_clock::now();
     absl::StatusOr<TensorList> result;
@@ -353,17 +380,25 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
     } catch (const StatusError& e) {
       // Already decided where it was raised (the shared-memory path's
       // DeadlineExceeded names the timeout and the rank waited for).
-      result = absl::Status(e.status().code(),
-                            absl::StrCat(op_type_name(op), " of ", what, " on rank ", rank(),
-                                         " of ", size(), ": ", e.status().message()));
+      absl::Status error(e.status().code(),
+                         absl::StrCat(op_type_name(op), " of ", what, " on rank ", rank(), " of ",
+                                      size(), ": ", e.status().message()));
+      // The culprits the shared-memory path named (culprits.h).
+      e.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+        error.SetPayload(url, payload);
+      });
+      result = std::move(error);
     } catch (const std::exception& e) {
-      result = op_error(op, what, running.timeout, running.started, e.what());
+      absl::Status error = op_error(op, what, running.timeout, running.started, e.what());
+      name_transport_culprits(running, e.what(), &error);
+      result = std::move(error);
     }
     if (result.ok()) {
+      trace.completed();
       work->finish(std::move(*result));
     } else {
       op_failed_ = true;
-      work->fail(result.status());
+      work->fail(trace.failed(result.status()));
     }
   };
   work->set_ticket(pool_->submit(worker, std::move(task)));
@@ -425,6 +460,35 @@ GlooBackend::AllreducePlan GlooBackend::allreduce_plan(size_t nbytes) const {
   return {algorithm, Where::kEventLoop};
 }
 
+void GlooBackend::name_transport_culprits(const OpContext& c, const std::string& cause,
+                                          absl::Status* error) {
+  PairReport report = report_pairs(*c.context, cause);
+  if (c.sync_context != nullptr) {
+    PairReport sync = report_pairs(*c.sync_context, cause);
+    auto merge = [](std::vector<int>& into, const std::vector<int>& from) {
+      into.insert(into.end(), from.begin(), from.end());
+      std::sort(into.begin(), into.end());
+      into.erase(std::unique(into.begin(), into.end()), into.end());
+    };
+    merge(report.no_data, sync.no_data);
+    merge(report.not_asked, sync.not_asked);
+    merge(report.named, sync.named);
+  }
+  // Gloo names the peer whose connection broke or whose read timed out.
+  const bool gone = absl::StrContains(cause, "Connection closed by peer") ||
+                    absl::StrContains(cause, "Connection reset") ||
+                    absl::StrContains(cause, "Broken pipe");
+  if (gone && !report.named.empty()) {
+    set_culprits(error, {CulpritReason::kExited, report.named});
+  } else if (!report.no_data.empty()) {
+    set_culprits(error, {CulpritReason::kSilent, report.no_data});
+  } else if (!report.named.empty()) {
+    set_culprits(error, {CulpritReason::kSilent, report.named});
+  } else if (!report.not_asked.empty()) {
+    set_culprits(error, {CulpritReason::kNotReceiving, report.not_asked});
+  }
+}
+
 void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
                                       const OpContext& c, uint32_t tag) const {
   if (tensors.empty() || tensors[0].numel() == 0) return;
@@ -484,7 +548,8 @@ std::shared_ptr<Work> GlooBackend::allreduce(const TensorList& tensors,
                  [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
                    allreduce_on_worker(tensors, opts.op, c, c.tag);
                    return tensors;
-                 });
+                 },
+                 tensors.empty() ? 0 : match_key(tensors[0].nbytes(), tensors[0].dtype(), -1));
 }
 
 std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
@@ -501,7 +566,8 @@ std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
         allreduce_on_worker({flat}, opts.op, c, c.tag);
         unflatten_into(flat, tensors);
         return tensors;
-      });
+      },
+      tensors.empty() ? 0 : match_key(total_bytes(tensors), tensors[0].dtype(), -1));
 }
 
 std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {

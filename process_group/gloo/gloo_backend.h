@@ -177,9 +177,21 @@ class GlooBackend : public Backend {
   static shm::Reduction shm_reduction(DType dtype, ReduceOp op);
 
   // Queues `body` on the worker its sequence number picks; `what` describes
-  // the op for error messages ("float32[1024]").
+  // the op for error messages ("float32[1024]"). `match` (match_key) is
+  // what every rank's call must agree on; it goes into the op's tags.
   std::shared_ptr<Work> enqueue(OpType op, std::string what, const OpTimeout& timeout,
-                                OpBody body);
+                                OpBody body, uint32_t match = 0);
+  // The first of op `seq`'s kTagsPerOp tags, with 8 bits of `match` on top:
+  // ranks that call an op of another size, dtype or root then wait for
+  // different slots and time out naming the op, instead of mixing the data
+  // or making Gloo's reader thread abort the process on a message of
+  // another length.
+  static uint32_t tag_of(uint64_t seq, uint32_t match) {
+    return ((match & 0xffu) << 24) | static_cast<uint32_t>((seq * kTagsPerOp) & 0xffffffu);
+  }
+  // A hash of what an allreduce, broadcast or reduce must agree on: the
+  // bytes that cross between ranks, their dtype, the root.
+  static uint32_t match_key(uint64_t bytes, DType dtype, int root);
   // The op's timeout as the front end resolved it, or for a direct call
   // that left it unset, the one this backend was created with.
   std::chrono::milliseconds op_timeout(const OpTimeout& timeout) const {
@@ -195,6 +207,11 @@ class GlooBackend : public Backend {
   absl::Status op_error(OpType op, const std::string& what, std::chrono::milliseconds timeout,
                         std::chrono::steady_clock::time_point started,
                         const std::string& cause) const;
+
+  // Sets the culprits (culprits.h) of a failed op from what its contexts'
+  // TCP pairs say and the peer Gloo's message names.
+  static void name_transport_culprits(const OpContext& c, const std::string& cause,
+                                      absl::Status* error);
 
   // The worker's sync context (null if it has none), its sockets' send and
   // receive timeouts set to the op's: the classic classes wait on a sync

@@ -53,7 +53,9 @@ std::shared_ptr<Work> GlooBackend::broadcast(const TensorList& tensors,
           if (t.data() != main.data()) copy_bytes(t, main.data());
         }
         return tensors;
-      });
+      },
+      tensors.empty() ? 0
+                      : match_key(tensors[0].nbytes(), tensors[0].dtype(), opts.root_rank));
 }
 
 // In place, like torch: the root's tensor gets the result; on other ranks
@@ -88,7 +90,9 @@ std::shared_ptr<Work> GlooBackend::reduce(const TensorList& tensors,
           divide_in_place(target.data(), n, target.dtype(), size());
         }
         return tensors;
-      });
+      },
+      tensors.empty() ? 0
+                      : match_key(tensors[0].nbytes(), tensors[0].dtype(), opts.root_rank));
 }
 
 void GlooBackend::allgather_bytes(const OpContext& c, const void* in, void* out,

@@ -4,9 +4,11 @@
 #include <sys/time.h>
 
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstddef>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "absl/strings/str_cat.h"
@@ -43,6 +45,26 @@ struct Internals : TcpPair {
   static size_t& send_buffer_size(TcpPair& pair) { return pair.*(&Internals::sendBufferSize_); }
   static int fd(TcpPair& pair) { return pair.*(&Internals::fd_); }
   static bool is_sync(TcpPair& pair) { return (pair.*(&Internals::sync_)).load(); }
+  // Unbound-buffer receives posted and not yet answered with data, and
+  // sends waiting for the peer's receive (under mutex()). These lie after
+  // `rx_`: their offsets rely on the memory.h stand-in (sizeof(TcpPair)
+  // above, and tcp_pair_access_test / flight_recorder tests on live pairs).
+  static bool has_pending_recv(TcpPair& pair) {
+    for (const auto& entry : pair.*(&Internals::localPendingRecv_)) {
+      if (!entry.second.empty()) return true;
+    }
+    return false;
+  }
+  static bool has_pending_send(TcpPair& pair) {
+    for (const auto& entry : pair.*(&Internals::localPendingSend_)) {
+      if (!entry.second.empty()) return true;
+    }
+    return false;
+  }
+  // The peer's address as Gloo's messages print it.
+  static std::string peer_address(TcpPair& pair) {
+    return (pair.*(&Internals::peer_)).str();
+  }
 
   // What the accessors assume of each field's type ("no member named ..."
   // here means Gloo renamed or removed one: see the comment at the top).
@@ -79,6 +101,18 @@ TcpPair* tcp_pair(gloo::Context& context, int peer) {
   if (peer == context.rank || peer < 0 || peer >= context.size) return nullptr;
   auto& pair = context.getPair(peer);
   return pair == nullptr ? nullptr : dynamic_cast<TcpPair*>(pair.get());
+}
+
+// Whether `text` holds `address` as a whole ("[10.0.0.1]:4567" is not in
+// "[10.0.0.1]:45678").
+bool names(const std::string& text, const std::string& address) {
+  if (address.empty()) return false;
+  for (size_t at = text.find(address); at != std::string::npos;
+       at = text.find(address, at + 1)) {
+    const size_t end = at + address.size();
+    if (end == text.size() || !isdigit(static_cast<unsigned char>(text[end]))) return true;
+  }
+  return false;
 }
 
 }  // namespace
@@ -166,6 +200,26 @@ absl::Status tcp_pair_set_io_timeout(gloo::Context& context, int peer,
 std::mutex* tcp_pair_mutex(gloo::Context& context, int peer) {
   TcpPair* pair = tcp_pair(context, peer);
   return pair == nullptr ? nullptr : &Internals::mutex(*pair);
+}
+
+PairReport report_pairs(gloo::Context& context, const std::string& cause) {
+  PairReport report;
+  for (int peer = 0; peer < context.size; ++peer) {
+    TcpPair* pair = tcp_pair(context, peer);
+    if (pair == nullptr) continue;
+    bool recv, send;
+    std::string address;
+    {
+      std::lock_guard<std::mutex> lock(Internals::mutex(*pair));
+      recv = Internals::has_pending_recv(*pair);
+      send = Internals::has_pending_send(*pair);
+      address = Internals::peer_address(*pair);
+    }
+    if (recv) report.no_data.push_back(peer);
+    if (send) report.not_asked.push_back(peer);
+    if (names(cause, address)) report.named.push_back(peer);
+  }
+  return report;
 }
 
 }  // namespace ddpx

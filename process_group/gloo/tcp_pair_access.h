@@ -1,10 +1,13 @@
 // The one place that reaches into Gloo's TCP pairs (gloo::transport::tcp::
-// Pair) beyond the public gloo::transport::Pair interface. Four protected
+// Pair) beyond the public gloo::transport::Pair interface. Six protected
 // fields of libgloo 0.5's tcp::Pair (Debian's 0.0~git20220518.5b14351) are
 // read or written here, without patching the library: `m_` (the pair's
 // lock), `sendBufferSize_` (the SO_SNDBUF Gloo last set), `fd_` (the
-// socket) and `sync_` (sync mode). Package-private: send_buffer_autotuning
-// and sync_pairs use it.
+// socket), `sync_` (sync mode), and `localPendingRecv_` /
+// `localPendingSend_` (unbound-buffer operations waiting on the peer, for
+// naming the peers a failed op waited for). Package-private:
+// send_buffer_autotuning, sync_pairs and the Gloo backend's error path use
+// it.
 //
 // That ties the build to libgloo 0.5's declaration of tcp::Pair. A Gloo
 // whose tcp::Pair differs fails to build in tcp_pair_access.cc (each
@@ -21,6 +24,8 @@
 #include <chrono>
 #include <cstddef>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -59,6 +64,18 @@ int tcp_pair_socket(gloo::Context& context, int peer);
 // timeout"). An unconnected or closed pair is left alone (OK).
 absl::Status tcp_pair_set_io_timeout(gloo::Context& context, int peer,
                                      std::chrono::milliseconds timeout);
+
+// What the pairs of `context` say about the peers after an op on it failed:
+// the peers whose pair still holds a receive this rank posted (no data came
+// from them), those whose pair holds a send they never asked for (they did
+// not reach the op), and those whose address `cause` names (Gloo names the
+// peer in "Read timeout", "Connection closed by peer", ...). Ascending ranks.
+struct PairReport {
+  std::vector<int> no_data;
+  std::vector<int> not_asked;
+  std::vector<int> named;
+};
+PairReport report_pairs(gloo::Context& context, const std::string& cause);
 
 // The lock Gloo takes around the fields above (tests check it is Gloo's).
 std::mutex* tcp_pair_mutex(gloo::Context& context, int peer);
