@@ -20,12 +20,20 @@ package(default_visibility = ["//visibility:public"])
 
 cc_library(
     name = "libtorch",
-    srcs = ["lib/libtorch_cpu.so", "lib/libc10.so"],
     hdrs = glob(["include/**/*.h", "include/**/*.hpp", "include/**/*.cuh"]),
     includes = ["include", "include/torch/csrc/api/include"],
-    # libtorch_cpu.so finds libgomp.so.1 (and libc10.so) next to itself only
-    # when loaded from the wheel's own folder.
-    linkopts = ["-Wl,-rpath,{dir}/lib"],
+    # Link flags rather than srcs, so a binary can put other libraries
+    # before libtorch_cpu.so (build_defs/torch.bzl: Debian's libgloo). The
+    # rpath: libtorch_cpu.so finds libgomp.so.1 and libc10.so next to itself
+    # only when loaded from the wheel's own folder.
+    linkopts = [
+        "-L{dir}/lib",
+        "-Wl,--push-state,--no-as-needed",
+        "-ltorch_cpu",
+        "-lc10",
+        "-Wl,--pop-state",
+        "-Wl,-rpath,{dir}/lib",
+    ],
 )
 
 exports_files(["README"])
