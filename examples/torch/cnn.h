@@ -69,7 +69,13 @@ class ResidualCnnImpl : public ::torch::nn::Module {
       bn5{nullptr}, down_bn{nullptr};
   ::torch::nn::Linear fc{nullptr};
 };
-TORCH_MODULE(ResidualCnn);
+// TORCH_MODULE(ResidualCnn), spelled out with ::torch: inside namespace ddpx
+// the macro's unqualified `torch::` would find ddpx::torch.
+class ResidualCnn : public ::torch::nn::ModuleHolder<ResidualCnnImpl> {
+ public:
+  using ::torch::nn::ModuleHolder<ResidualCnnImpl>::ModuleHolder;
+  using Impl = ResidualCnnImpl;
+};
 
 }  // namespace ddpx::examples
 
