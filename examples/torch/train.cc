@@ -66,9 +66,11 @@ ABSL_FLAG(std::string, hook, "allreduce",
           "powersgd:rank=2,start_iter=10, batched_powersgd, int8, fp16+powersgd, ...).");
 ABSL_FLAG(int64_t, epochs, 3, "Epochs over the training set.");
 ABSL_FLAG(int64_t, batch_size, 64, "Samples per rank per step.");
-ABSL_FLAG(double, lr, 0.05, "SGD learning rate.");
-ABSL_FLAG(std::string, lr_schedule, "constant",
-          "constant, or cosine: lr decays per step to 0 at the end of --epochs.");
+ABSL_FLAG(double, lr, 0.02,
+          "SGD learning rate (0.05 makes the flattened head blow up in the first steps).");
+ABSL_FLAG(std::string, lr_schedule, "cosine",
+          "cosine: lr decays per step to 0 at the end of --epochs (or --max_steps); "
+          "constant.");
 ABSL_FLAG(double, momentum, 0.9, "SGD momentum.");
 ABSL_FLAG(double, weight_decay, 0.0, "SGD weight decay (L2).");
 ABSL_FLAG(double, bucket_cap_mb, 25.0, "DDP bucket size cap in MiB.");

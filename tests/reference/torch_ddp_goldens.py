@@ -16,7 +16,7 @@ fp16_compress_hook, bf16_compress_hook (3 steps each) and powerSGD_hook
 initial Q is fixed before step 2 through torch's warm-start memory
 (state.q_memory_dict[0], values q_init_value(j)), as
 tests/reference/powersgd_goldens.py does; torch orthogonalizes and uses it
-instead of drawing random values. Between steps: SGD(lr 0.05, momentum 0.9).
+instead of drawing random values. Between steps: SGD(lr 0.01, momentum 0.9).
 
 Files: torch_ddp_goldens.txt (settings, parameters, cases, rank 0's losses)
 and torch_ddp_<case>.f32 (per step, every parameter's gradient flattened in
@@ -26,58 +26,29 @@ import argparse
 import math
 import os
 import socket
+import sys
 
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-import torch.nn as nn
 import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 from torch.nn.parallel import DistributedDataParallel as DDP
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                "examples", "reference"))
+from residual_cnn import ResidualCnn  # noqa: E402  (examples/torch/cnn.h's twin)
+
 WORLD_SIZE = 2
 WIDTH = 8
 SIDE = 16
 BATCH = 4
-LR = 0.05
+LR = 0.01
 MOMENTUM = 0.9
 PSGD_RANK = 2
 PSGD_START = 2
 CASES = [("allreduce", 3), ("fp16", 3), ("bf16", 3), ("powersgd", 4)]
-
-
-class ResidualCnn(nn.Module):
-    """examples/torch/cnn.h, parameter for parameter."""
-
-    def __init__(self, width, classes=10):
-        super().__init__()
-
-        def conv(i, o, k):
-            return nn.Conv2d(i, o, k, padding=k // 2, bias=False)
-
-        self.conv1 = conv(1, width, 3)
-        self.bn1 = nn.BatchNorm2d(width)
-        self.conv2 = conv(width, width, 3)
-        self.bn2 = nn.BatchNorm2d(width)
-        self.conv3 = conv(width, width, 3)
-        self.bn3 = nn.BatchNorm2d(width)
-        self.conv4 = conv(width, 2 * width, 3)
-        self.bn4 = nn.BatchNorm2d(2 * width)
-        self.conv5 = conv(2 * width, 2 * width, 3)
-        self.bn5 = nn.BatchNorm2d(2 * width)
-        self.down = conv(width, 2 * width, 1)
-        self.down_bn = nn.BatchNorm2d(2 * width)
-        self.fc = nn.Linear(2 * width, classes)
-
-    def forward(self, x):
-        x = F.relu(self.bn1(self.conv1(x)))
-        x = F.relu(self.bn3(self.conv3(F.relu(self.bn2(self.conv2(x))))) + x)
-        x = F.max_pool2d(x, 2)
-        x = F.relu(self.bn5(self.conv5(F.relu(self.bn4(self.conv4(x))))) + self.down_bn(self.down(x)))
-        x = F.max_pool2d(x, 2)
-        x = x.mean((2, 3))
-        return self.fc(x)
 
 
 def init_value(k, i, name, shape):
@@ -104,7 +75,7 @@ def q_init_value(j):
 
 
 def make_model():
-    model = ResidualCnn(WIDTH)
+    model = ResidualCnn(WIDTH, SIDE)
     with torch.no_grad():
         for k, (name, p) in enumerate(model.named_parameters()):
             vals = [init_value(k, i, name, tuple(p.shape)) for i in range(p.numel())]

@@ -8,6 +8,12 @@
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -17,6 +23,7 @@
 
 #include "examples/torch/cnn.h"
 #include "gtest/gtest.h"
+#include "process_group/init.h"
 #include "reducer/torch/distributed_data_parallel.h"
 #include "tests/torch/torch_test_util.h"
 
@@ -99,7 +106,7 @@ TEST(TorchDdp, BroadcastsParametersAndBuffersFromRank0) {
   std::vector<std::vector<float>> states(3);
   run_ranks(3, [&](std::shared_ptr<ProcessGroup> pg) {
     ::torch::manual_seed(100 + pg->rank());  // a different replica per rank
-    examples::ResidualCnn model(4);
+    examples::ResidualCnn model(4, 8);
     {
       ::torch::NoGradGuard no_grad;
       for (at::Tensor b : model->buffers()) b.fill_(pg->rank() + 1);
@@ -116,7 +123,7 @@ TEST(TorchDdp, BroadcastsParametersAndBuffersFromRank0) {
 TEST(TorchDdp, ParametersThatDifferBetweenRanksAreNamed) {
   std::vector<std::string> errors(2);
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
-    examples::ResidualCnn model(pg->rank() == 0 ? 4 : 6);
+    examples::ResidualCnn model(pg->rank() == 0 ? 4 : 6, 8);
     auto ddp = DistributedDataParallel::create(model, pg);
     ASSERT_FALSE(ddp.ok());
     errors[pg->rank()] = std::string(ddp.status().message());
@@ -286,7 +293,7 @@ TEST(TorchDdp, JoinFinishesUnevenInputsWithEqualReplicas) {
   std::vector<int64_t> shadowed(2);
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
     const int rank = pg->rank();
-    examples::ResidualCnn model(4);
+    examples::ResidualCnn model(4, 8);
     init_parameters(*model);
     auto ddp = DistributedDataParallel::create(model, pg);
     ASSERT_TRUE(ddp.ok()) << ddp.status();
@@ -326,7 +333,7 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
   };
   std::vector<std::vector<float>> straight(2), resumed(2);
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
-    examples::ResidualCnn model(4);
+    examples::ResidualCnn model(4, 8);
     init_parameters(*model);
     DDPOptions o;
     o.hook = hook;
@@ -338,7 +345,7 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
   });
   std::vector<std::string> saved(2);
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
-    examples::ResidualCnn model(4);
+    examples::ResidualCnn model(4, 8);
     init_parameters(*model);
     DDPOptions o;
     o.hook = hook;
@@ -358,7 +365,7 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
     std::istringstream in(saved[pg->rank()]);
     ::torch::serialize::InputArchive archive;
     archive.load_from(in);
-    examples::ResidualCnn model(4);  // fresh weights, replaced by the checkpoint's
+    examples::ResidualCnn model(4, 8);  // fresh weights, replaced by the checkpoint's
     model->load(archive);             // before wrapping: loading swaps tensors
     DDPOptions o;
     o.hook = hook;
@@ -451,7 +458,7 @@ TEST(TorchDdp, EveryRegistryHookRuns) {
     std::vector<std::vector<float>> finals(2);
     std::vector<ReducerStats> stats(2);
     run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
-      examples::ResidualCnn model(4);
+      examples::ResidualCnn model(4, 8);
       init_parameters(*model);
       DDPOptions o;
       o.hook = spec;
@@ -472,12 +479,51 @@ TEST(TorchDdp, EveryRegistryHookRuns) {
     EXPECT_EQ(stats[0].step, 4u) << spec;
     EXPECT_NE(stats[0].hook.find(spec.substr(0, spec.find_first_of(":+"))), std::string::npos)
         << spec << " vs " << stats[0].hook;
-    if (spec == "allreduce") EXPECT_EQ(stats[0].bytes_communicated, stats[0].gradient_bytes);
-    if (spec == "fp16") EXPECT_EQ(stats[0].bytes_communicated * 2, stats[0].gradient_bytes);
+    if (spec == "allreduce") {
+      EXPECT_EQ(stats[0].bytes_communicated, stats[0].gradient_bytes);
+    }
+    if (spec == "fp16") {
+      EXPECT_EQ(stats[0].bytes_communicated * 2, stats[0].gradient_bytes);
+    }
     if (spec != "allreduce" && spec != "noop") {
       EXPECT_GT(stats[0].compression_ratio, 1.0) << spec;
     }
   }
+}
+
+// A TCP port nobody listens on right now.
+int free_port() {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t n = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+// The README's three lines, as written there, on a job of one rank.
+TEST(TorchDdp, ReadmeUsageWorks) {
+  setenv("MASTER_ADDR", "127.0.0.1", 1);
+  setenv("MASTER_PORT", std::to_string(free_port()).c_str(), 1);
+  setenv("RANK", "0", 1);
+  setenv("WORLD_SIZE", "1", 1);
+  TinyNet model = make_tiny();
+  ::torch::optim::SGD optimizer(model->parameters(), 0.1);
+  auto pg = ddpx::init_process_group({}).value();                                      // env://: torchrun, SLURM, MASTER_ADDR/...
+  auto ddp = ddpx::torch::DistributedDataParallel::create(model, pg, {.hook = "powersgd:rank=2,start_iter=10"}).value();
+  for (int step = 0; step < 3; ++step) {
+    auto [x, y] = tiny_batch(step, 0);
+    optimizer.zero_grad();
+    F::cross_entropy(model(x), y).backward();
+    optimizer.step();
+  }
+  EXPECT_EQ(ddp->stats().step, 3u);
+  EXPECT_EQ(ddp->stats().hook, "powersgd");
+  ddp.reset();
+  ddpx::destroy_process_group();
 }
 
 }  // namespace

@@ -129,7 +129,7 @@ std::vector<RankRun> train(const Goldens& g, const std::string& hook, int steps,
   std::vector<RankRun> runs(2);
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
     ::torch::manual_seed(0);
-    examples::ResidualCnn model(width);
+    examples::ResidualCnn model(width, side);
     init_parameters(*model);
     torch::DDPOptions o;
     o.hook = hook;
@@ -142,7 +142,7 @@ std::vector<RankRun> train(const Goldens& g, const std::string& hook, int steps,
     RankRun& run = runs[pg->rank()];
     {
       // The same step without DDP: this rank's local gradients.
-      examples::ResidualCnn local(width);
+      examples::ResidualCnn local(width, side);
       init_parameters(*local);
       auto [x, y] = golden_batch(batch, side, 0, pg->rank());
       ::torch::nn::functional::cross_entropy(local(x), y).backward();
@@ -229,7 +229,8 @@ void check_case(const std::string& name, const std::string& hook,
   std::vector<RankRun> runs = train(g, hook, steps, bucket_view);
   std::vector<int64_t> numels;
   {
-    examples::ResidualCnn model(static_cast<int64_t>(g.settings.at("width")));
+    examples::ResidualCnn model(static_cast<int64_t>(g.settings.at("width")),
+                                static_cast<int64_t>(g.settings.at("side")));
     for (const at::Tensor& p : model->parameters()) numels.push_back(p.numel());
   }
   for (int r = 0; r < 2; ++r) {
