@@ -19,9 +19,6 @@ class BatchedPowerSGDHook : public PowerSGDHookBase {
 
  protected:
   std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) override;
-
- private:
-  std::shared_ptr<Future<Tensor>> run_on_device(GradBucket& bucket);
 };
 
 }  // namespace ddpx

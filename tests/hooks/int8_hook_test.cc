@@ -14,14 +14,15 @@
 #include "hooks/int8_pipeline.h"
 #include "hooks/kernels/cpu_kernels.h"
 #include "tests/hooks/hook_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
-using testing::bucket_of;
-using testing::expect_identical_across_ranks;
-using testing::run_group_ranks;
-using testing::values_of;
+using hook_test::bucket_of;
+using hook_test::expect_identical_across_ranks;
+using rank_threads::run_groups;
+using hook_test::values_of;
 
 std::vector<float> gradient_of(int rank, int64_t n) {
   std::mt19937 rng(77 + rank);
@@ -91,7 +92,7 @@ std::vector<std::vector<float>> run_int8(int world, int64_t n, Int8HookOptions o
                                          std::vector<HookStats>* stats = nullptr) {
   std::vector<std::vector<float>> results(world);
   if (stats) stats->assign(world, HookStats{});
-  run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_int8_hook(pg, options);
     ASSERT_TRUE(hook.ok()) << hook.status();
     GradBucket bucket = bucket_of(gradient_of(pg->rank(), n));
@@ -232,7 +233,7 @@ TEST(Int8Hierarchical, LocalSizeComesFromTheGroupsHosts) {
 }
 
 TEST(Int8Errors, BadOptionsAndBucketsNameTheProblem) {
-  run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(2, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto bad = make_int8_hook(pg, {true, 3});
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.status().message().find("local size 3"), absl::string_view::npos)

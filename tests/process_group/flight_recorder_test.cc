@@ -13,7 +13,7 @@
 #include "process_group/culprits.h"
 #include "store/hash_store.h"
 #include "store/prefix_store.h"
-#include "tests/process_group/thread_groups.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
@@ -286,9 +286,9 @@ TEST(FlightRecorder, FormatTimeout) {
 // every rank's group (here all ranks are threads of one process).
 TEST(FlightRecorderWithGloo, RecordsCollectivesAndPointToPointOps) {
   FlightRecorder& rec = FlightRecorder::get();
-  auto groups = testing_util::make_thread_groups(2);
+  auto groups = rank_threads::make_groups(2);
   const uint64_t before = rec.snapshot().recorded;
-  testing_util::on_every_rank(2, [&](int rank) {
+  rank_threads::on_every_rank(2, [&](int rank) {
     ProcessGroup& pg = *groups[rank];
     Tensor t = Tensor::zeros({3}, DType::kFloat32);
     ASSERT_TRUE(pg.allreduce({t})->wait().ok());
@@ -339,8 +339,8 @@ TEST(FlightRecorderWithGloo, RecordsCollectivesAndPointToPointOps) {
 }
 
 TEST(FlightRecorderWithGloo, TimeoutNamesOpSequenceAndGroup) {
-  auto groups = testing_util::make_thread_groups(2);
-  testing_util::on_every_rank(2, [&](int rank) {
+  auto groups = rank_threads::make_groups(2);
+  rank_threads::on_every_rank(2, [&](int rank) {
     ProcessGroup& pg = *groups[rank];
     Tensor t = Tensor::zeros({8}, DType::kFloat32);
     ASSERT_TRUE(pg.allreduce({t})->wait().ok());
@@ -362,9 +362,9 @@ TEST(FlightRecorderWithGloo, TimeoutNamesOpSequenceAndGroup) {
 // from Gloo's TCP pairs.
 std::vector<absl::Status> run_three_ranks_with_a_fault(
     const std::function<absl::Status(ProcessGroup&, int rank)>& body) {
-  auto groups = testing_util::make_thread_groups(3);
+  auto groups = rank_threads::make_groups(3);
   std::vector<absl::Status> out(3);
-  testing_util::on_every_rank(3, [&](int rank) {
+  rank_threads::on_every_rank(3, [&](int rank) {
     ProcessGroup& pg = *groups[rank];
     ASSERT_TRUE(pg.barrier()->wait().ok());
     out[rank] = body(pg, rank);

@@ -8,18 +8,18 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "process_group/process_group.h"
-#include "tests/process_group/thread_groups.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
 using ::testing::HasSubstr;
-using testing_util::make_thread_groups;
-using testing_util::on_every_rank;
+using rank_threads::make_groups;
+using rank_threads::on_every_rank;
 
 class FrontEndTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { groups_ = make_thread_groups(2); }
+  static void SetUpTestSuite() { groups_ = make_groups(2); }
   static void TearDownTestSuite() { groups_.clear(); }
 
   ProcessGroup& pg0() { return *groups_[0]; }
@@ -248,7 +248,7 @@ TEST(FrontEndTimeout, DefaultTimeoutIsTheGroups) {
   // The rendezvous gets the default (long) timeout: 600 ms is too tight for
   // it on a loaded machine under ASan. The group under test is a second
   // front end on rank 0's backend whose own timeout is 600 ms.
-  auto groups = make_thread_groups(2, "gloo");
+  auto groups = make_groups(2, "gloo");
   ProcessGroup group(groups[0]->backend(), groups[0]->store(), std::chrono::milliseconds(600));
   EXPECT_EQ(group.timeout(), std::chrono::milliseconds(600));
   auto start = std::chrono::steady_clock::now();
@@ -288,7 +288,7 @@ TEST_F(FrontEndTest, ATimeoutThatIsNotPositiveIsRejected) {
 // group's: a collective only rank 0 joins ends after its own 300 ms.
 TEST(FrontEndTimeout, AnOpsOwnTimeoutIsCarriedToTheBackend) {
   std::shared_ptr<Work> work;
-  auto groups = make_thread_groups(2, "gloo");
+  auto groups = make_groups(2, "gloo");
   BarrierOptions opts;
   opts.timeout = std::chrono::milliseconds(300);
   auto start = std::chrono::steady_clock::now();

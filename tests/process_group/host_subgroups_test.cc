@@ -6,40 +6,30 @@
 #include <functional>
 #include <memory>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "process_group/gloo/gloo_backend.h"
 #include "process_group/init.h"
-#include "store/hash_store.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
 using ::testing::HasSubstr;
 
-constexpr std::chrono::milliseconds kTimeout{20000};
+using rank_threads::kTimeout;
 
 // Runs body(group) on one thread per entry of `hosts`, rank r claiming to be
 // on host hosts[r].
 void on_hosts(const std::vector<std::string>& hosts,
               const std::function<void(std::shared_ptr<ProcessGroup>)>& body) {
-  const int size = static_cast<int>(hosts.size());
-  auto store = std::make_shared<HashStore>(kTimeout);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      GlooOptions o;
-      o.hostname = "127.0.0.1";
-      o.host_identity = hosts[r];
-      auto backend = GlooBackend::create(store, r, size, kTimeout, o);
-      ASSERT_TRUE(backend.ok()) << backend.status();
-      body(std::make_shared<ProcessGroup>(*std::move(backend), store, kTimeout));
-    });
-  }
-  for (auto& t : threads) t.join();
+  rank_threads::GroupOptions o = rank_threads::gloo_groups(rank_threads::local_gloo_options());
+  o.gloo->shared_memory = true;
+  o.gloo_for_rank = [&](int rank, GlooOptions& g) { g.host_identity = hosts[rank]; };
+  rank_threads::run_groups(static_cast<int>(hosts.size()),
+                           [&](int, std::shared_ptr<ProcessGroup> pg) { body(std::move(pg)); },
+                           o);
 }
 
 // The parent ranks of every member of `sub`, in `sub`'s rank order.
@@ -179,21 +169,11 @@ class NoHostsBackend : public Backend {
 };
 
 TEST(HostSubgroups, WithoutHostsFromTheBackendLocalWorldSizeDecides) {
-  auto store = std::make_shared<HashStore>(kTimeout);
-  std::vector<std::shared_ptr<ProcessGroup>> groups(4);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&, r] {
-      GlooOptions o;
-      o.hostname = "127.0.0.1";
-      auto backend = GlooBackend::create(store, r, 4, kTimeout, o);
-      ASSERT_TRUE(backend.ok()) << backend.status();
-      groups[r] = std::make_shared<ProcessGroup>(
-          std::make_shared<NoHostsBackend>(*std::move(backend)), store, kTimeout);
-    });
+  std::vector<std::shared_ptr<ProcessGroup>> groups;
+  for (const auto& g : rank_threads::make_groups(4)) {
+    groups.push_back(std::make_shared<ProcessGroup>(std::make_shared<NoHostsBackend>(g->backend()),
+                                                    g->store(), g->timeout()));
   }
-  for (auto& t : threads) t.join();
-  for (const auto& g : groups) ASSERT_NE(g, nullptr);
   ASSERT_EQ(groups[0]->host_topology(), nullptr);
 
   unsetenv("LOCAL_WORLD_SIZE");
@@ -206,19 +186,15 @@ TEST(HostSubgroups, WithoutHostsFromTheBackendLocalWorldSizeDecides) {
               HasSubstr("LOCAL_WORLD_SIZE='two' is not an integer"));
 
   setenv("LOCAL_WORLD_SIZE", "2", 1);
-  threads.clear();
-  for (int r = 0; r < 4; ++r) {
-    threads.emplace_back([&, r] {
-      auto subgroups = host_subgroups(*groups[r]);
-      ASSERT_TRUE(subgroups.ok()) << subgroups.status();
-      EXPECT_EQ((*subgroups)->placement.host_index, r / 2);
-      EXPECT_EQ(members(*(*subgroups)->local, r),
-                r < 2 ? std::vector<int>({0, 1}) : std::vector<int>({2, 3}));
-      EXPECT_EQ(members(*(*subgroups)->cross, r),
-                r % 2 == 0 ? std::vector<int>({0, 2}) : std::vector<int>({1, 3}));
-    });
-  }
-  for (auto& t : threads) t.join();
+  rank_threads::on_every_rank(4, [&](int r) {
+    auto subgroups = host_subgroups(*groups[r]);
+    ASSERT_TRUE(subgroups.ok()) << subgroups.status();
+    EXPECT_EQ((*subgroups)->placement.host_index, r / 2);
+    EXPECT_EQ(members(*(*subgroups)->local, r),
+              r < 2 ? std::vector<int>({0, 1}) : std::vector<int>({2, 3}));
+    EXPECT_EQ(members(*(*subgroups)->cross, r),
+              r % 2 == 0 ? std::vector<int>({0, 2}) : std::vector<int>({1, 3}));
+  });
   unsetenv("LOCAL_WORLD_SIZE");
 }
 

@@ -16,7 +16,7 @@ using protocol::FrameWriter;
 using protocol::QueryType;
 using std::chrono::milliseconds;
 
-using testing::RawClient;
+using store_test::RawClient;
 
 class FaultTest : public ::testing::Test {
  protected:

@@ -6,9 +6,10 @@
 namespace ddpx {
 namespace {
 
-using testing::local_options;
-using testing::run_ranks;
-using namespace ::ddpx::testing;
+using rank_threads::local_gloo_options;
+using rank_threads::run_gloo_backends;
+using namespace ::ddpx::gloo_test;
+using namespace ::ddpx::rank_threads;
 
 struct AlgorithmCase {
   AllreduceAlgorithm algorithm;
@@ -19,9 +20,9 @@ class AllreduceAlgorithmTest : public ::testing::TestWithParam<AlgorithmCase> {}
 
 TEST_P(AllreduceAlgorithmTest, SumsAndBitwiseAcrossSizes) {
   const auto [algorithm, size] = GetParam();
-  GlooOptions options = local_options();
+  GlooOptions options = local_gloo_options();
   options.allreduce_algorithm = algorithm;
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     // Sizes around the algorithms' chunking: tiny, odd, several chunks.
     for (int64_t n : {1, 257, 30011}) {
       for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
@@ -127,7 +128,7 @@ TEST(AllreduceAlgorithmChoice, ShippedTableWithSyncPieces) {
 TEST(AllreducePlan, ClassicAlgorithmsRunOnTheSyncPairsOnly) {
   using A = AllreduceAlgorithm;
   using Where = GlooBackend::AllreducePlan::Where;
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     const auto small = b.allreduce_plan(8);
     EXPECT_EQ(small.algorithm, A::kRing);
     EXPECT_EQ(small.where, Where::kSyncPairs);
@@ -140,9 +141,9 @@ TEST(AllreducePlan, ClassicAlgorithmsRunOnTheSyncPairsOnly) {
       EXPECT_EQ(pieces.where, Where::kSyncPieces);
     }
   });
-  GlooOptions no_sync = local_options();
+  GlooOptions no_sync = local_gloo_options();
   no_sync.sync_max_bytes = 0;
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     for (size_t bytes : {size_t{8}, size_t{100} << 10, size_t{8} << 20}) {
       const auto plan = b.allreduce_plan(bytes);
       EXPECT_FALSE(is_classic_allreduce(plan.algorithm)) << bytes;
@@ -150,9 +151,9 @@ TEST(AllreducePlan, ClassicAlgorithmsRunOnTheSyncPairsOnly) {
     }
   }, no_sync);
   // A forced classic algorithm the sync pairs cannot take gives way too.
-  GlooOptions forced = local_options();
+  GlooOptions forced = local_gloo_options();
   forced.allreduce_algorithm = A::kRing;
-  run_ranks(3, [&](GlooBackend& b) {
+  run_gloo_backends(3, [&](GlooBackend& b) {
     EXPECT_EQ(b.allreduce_plan(8).algorithm, A::kRing);
     const auto beyond = b.allreduce_plan(kSyncPairMaxMessageBytes + 4);
     EXPECT_EQ(beyond.algorithm, A::kGlooRing);

@@ -12,9 +12,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "process_group/gloo/gloo_backend.h"
 #include "process_group/process_group.h"
-#include "store/hash_store.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
@@ -42,28 +41,13 @@ class Flag {
   bool set_ = false;
 };
 
-GlooOptions options_for(bool shared_memory) {
-  GlooOptions o;
-  o.hostname = "127.0.0.1";
-  o.num_workers = 2;
-  o.shared_memory = shared_memory;
-  return o;
-}
-
 // Runs body(rank, group) on two ranks, each a thread with the only
 // reference to its own group; body takes it over.
 void on_two_ranks(bool shared_memory,
                   const std::function<void(int, std::shared_ptr<ProcessGroup>)>& body) {
-  auto store = std::make_shared<HashStore>(kTimeout);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      auto backend = GlooBackend::create(store, r, 2, kTimeout, options_for(shared_memory));
-      ASSERT_TRUE(backend.ok()) << backend.status();
-      body(r, std::make_shared<ProcessGroup>(*std::move(backend), store, kTimeout));
-    });
-  }
-  for (auto& t : threads) t.join();
+  GlooOptions o = rank_threads::local_gloo_options();
+  o.shared_memory = shared_memory;
+  rank_threads::run_groups(2, body, rank_threads::gloo_groups(o, kTimeout));
 }
 
 // The group's only reference moves into a callback of its own op, which

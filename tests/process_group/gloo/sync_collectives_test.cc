@@ -16,7 +16,8 @@
 namespace ddpx {
 namespace {
 
-using namespace ::ddpx::testing;
+using namespace ::ddpx::gloo_test;
+using namespace ::ddpx::rank_threads;
 
 constexpr size_t kMiB = size_t{1} << 20;
 
@@ -51,7 +52,7 @@ const size_t kSizes[] = {1, 4099, kSyncPairMaxMessageBytes, kSyncPairMaxMessageB
 
 TEST(SyncCollectives, BroadcastIsExactFromEveryRootOnBothSidesOfTheLimit) {
   for (int size : {2, 3}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       for (size_t bytes : kSizes) {
         for (int root = 0; root < size; ++root) {
           Tensor t = Tensor::zeros({static_cast<int64_t>(bytes)}, DType::kUInt8);
@@ -73,7 +74,7 @@ TEST(SyncCollectives, BroadcastIsExactFromEveryRootOnBothSidesOfTheLimit) {
 
 TEST(SyncCollectives, AllgatherIsExactOnBothSidesOfTheLimit) {
   for (int size : {2, 3, 4}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       for (size_t bytes : kSizes) {
         Tensor in = Tensor::zeros({static_cast<int64_t>(bytes)}, DType::kUInt8);
         for (size_t i = 0; i < bytes; ++i) in.data_as<uint8_t>()[i] = pattern(b.rank(), i);
@@ -100,7 +101,7 @@ TEST(SyncCollectives, AllgatherIsExactOnBothSidesOfTheLimit) {
 
 TEST(SyncCollectives, GatherAndScatterAreExactFromEveryRootOnBothSidesOfTheLimit) {
   for (int size : {2, 3}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       for (size_t bytes : kSizes) {
         const int64_t n = static_cast<int64_t>(bytes);
         for (int root = 0; root < size; ++root) {
@@ -196,7 +197,7 @@ void expect_silent_peer_failure(const std::function<std::shared_ptr<Work>(GlooBa
     const auto timeout = own_timeout ? kOwnTimeout : kGroupTimeout;
     const std::string timeout_text = std::to_string(timeout.count()) + " ms";
     auto outcomes = run_with_a_silent_rank(
-        3, [&](GlooBackend& b) { return op(b, own_timeout); }, local_options(), kGroupTimeout);
+        3, [&](GlooBackend& b) { return op(b, own_timeout); }, local_gloo_options(), kGroupTimeout);
     int read_timeouts = 0;
     for (size_t r = 0; r < outcomes.size(); ++r) {
       if (only_root_fails && r != 0) continue;

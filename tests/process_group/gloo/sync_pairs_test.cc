@@ -21,7 +21,8 @@
 namespace ddpx {
 namespace {
 
-using namespace ::ddpx::testing;
+using namespace ::ddpx::gloo_test;
+using namespace ::ddpx::rank_threads;
 
 constexpr int64_t kLimitFloats = kSyncPairMaxMessageBytes / 4;
 
@@ -111,9 +112,9 @@ std::vector<std::vector<Tensor>> allreduce_results(int size, AllreduceAlgorithm 
                                                    const std::vector<int64_t>& sizes,
                                                    SyncPairLimits* limits) {
   std::vector<std::vector<Tensor>> results(size);
-  GlooOptions options = local_options();
+  GlooOptions options = local_gloo_options();
   options.allreduce_algorithm = algorithm;
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     if (b.rank() == 0) *limits = b.sync_limits();
     for (int64_t n : sizes) {
       Tensor t = order_sensitive_input(b.rank(), n);
@@ -187,7 +188,7 @@ TEST(SyncPairs, SameBitsAsEventLoopPairsUpToTheLimit) {
 // some left in flight (run by the worker).
 TEST(SyncPairs, SmallAndLargeOpsInterleaveOnTheSameWorkers) {
   for (int size : {2, 3, 4}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       std::vector<std::shared_ptr<Work>> in_flight;
       std::vector<Tensor> tensors;
       std::vector<ReduceOp> ops;
@@ -224,7 +225,7 @@ Tensor filled(int64_t n, float value) { return Tensor::from_vector(std::vector<f
 // on both sides of the limits.
 TEST(SyncPairs, RanksMayGiveOneOpDifferentTimeouts) {
   for (int size : {2, 3}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       const OpTimeout mine = b.rank() == 0 ? kUseGroupTimeout
                                            : OpTimeout(std::chrono::seconds(17 + b.rank()));
       for (int64_t n : {int64_t{2}, int64_t{5000}, 3 * kLimitFloats + 5}) {
@@ -275,7 +276,7 @@ TEST(SyncPairs, SilentPeerFailsTheOpWithinTheGroupTimeout) {
     auto outcomes = run_with_a_silent_rank(3, [&](GlooBackend& b) {
       if (b.rank() == 0) piece_bytes = b.sync_piece_bytes();
       return b.allreduce({Tensor::zeros({floats}, DType::kFloat32)}, {});
-    }, local_options(), kTimeout);
+    }, local_gloo_options(), kTimeout);
     for (const OpOutcome& o : outcomes) {
       const absl::Status& s = o.status;
       ASSERT_FALSE(s.ok());
@@ -334,7 +335,7 @@ TEST(SyncPairs, BackendAgreesOnLimitsAndLargeAllreducesAreExact) {
   for (int size : {2, 3, 4}) {
     std::mutex mu;
     std::vector<SyncPairLimits> seen;
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       const SyncPairLimits limits = b.sync_limits();
       EXPECT_EQ(limits.max_bytes, kSyncPairMaxMessageBytes);
       EXPECT_GT(limits.send_capacity, 0u);
@@ -367,9 +368,9 @@ TEST(SyncPairs, BackendAgreesOnLimitsAndLargeAllreducesAreExact) {
       EXPECT_EQ(l.max_bytes, seen[0].max_bytes);
     }
   }
-  GlooOptions off = local_options();
+  GlooOptions off = local_gloo_options();
   off.sync_max_bytes = 0;
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     EXPECT_EQ(b.sync_limits().send_capacity, 0u);
     EXPECT_EQ(b.sync_piece_bytes(), 0u);
   }, off);
@@ -385,7 +386,7 @@ TEST(SyncPairs, RanksWithDifferentLimitsAgreeOnTheSmallest) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kSize; ++r) {
     threads.emplace_back([&, r] {
-      GlooOptions options = local_options();
+      GlooOptions options = local_gloo_options();
       options.sync_max_bytes = r == 1 ? size_t{1} << 20 : kSyncPairMaxMessageBytes;
       auto backend = GlooBackend::create(store, r, kSize, std::chrono::seconds(20), options);
       ASSERT_TRUE(backend.ok()) << backend.status();
@@ -400,7 +401,7 @@ TEST(SyncPairs, RanksWithDifferentLimitsAgreeOnTheSmallest) {
 }
 
 TEST(SyncPairs, LimitAboveTheCapIsAnError) {
-  GlooOptions options = local_options();
+  GlooOptions options = local_gloo_options();
   options.sync_max_bytes = kSyncPairMaxMessageBytes + 1;
   auto backend = GlooBackend::create(std::make_shared<HashStore>(), 0, 1,
                                      std::chrono::seconds(1), options);

@@ -27,7 +27,7 @@ namespace ddpx {
 namespace {
 
 using std::chrono::milliseconds;
-using testing::connect_raw_context;
+using gloo_test::connect_raw_context;
 using Context = gloo::rendezvous::Context;
 
 constexpr int kSize = 2;

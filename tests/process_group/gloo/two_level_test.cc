@@ -21,7 +21,7 @@ void run_on_hosts(const std::vector<int>& hosts, const std::function<void(GlooBa
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      GlooOptions o = testing::local_options();
+      GlooOptions o = rank_threads::local_gloo_options();
       o.shared_memory = true;
       o.two_level_allreduce = two_level;
       o.host_identity = "host" + std::to_string(hosts[r]);
