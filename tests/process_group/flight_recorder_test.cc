@@ -469,7 +469,11 @@ TEST(FlightRecorderCulprits, TcpOtherCountTimesOutInsteadOfAborting) {
   });
   unsetenv("DDPX_SHM");
   for (int rank = 0; rank < 3; ++rank) {
-    ASSERT_EQ(out[rank].code(), absl::StatusCode::kDeadlineExceeded) << out[rank];
+    // The first rank to time out closes its connections (Gloo does), so a
+    // peer may hear of it before its own deadline.
+    ASSERT_TRUE(out[rank].code() == absl::StatusCode::kDeadlineExceeded ||
+                out[rank].code() == absl::StatusCode::kUnavailable)
+        << out[rank];
     EXPECT_TRUE(culprits_of(out[rank]).has_value()) << out[rank];
     EXPECT_NE(out[rank].message().find("allreduce #1 of group"), std::string::npos) << out[rank];
   }
