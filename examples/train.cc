@@ -24,7 +24,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "examples/data/fashion_mnist.h"
-#include "examples/launcher/launcher.h"
+#include "examples/trainer/cli.h"
 #include "examples/trainer/ddp_sync.h"
 #include "examples/trainer/fault_injection.h"
 #include "examples/trainer/init_flags.h"
@@ -108,39 +108,6 @@ ABSL_FLAG(int64_t, inject_fault_at, 2, "FAULT INJECTION: the step it happens at.
 
 namespace {
 
-// Whether this process is one rank of a job (else it launches --nproc local
-// ranks): a launcher's environment, --rank, or a tcp:// or file:// init
-// without --nproc (which then needs --rank/--world_size or RANK/WORLD_SIZE
-// rather than silently training alone).
-bool launched_as_rank() {
-  if (absl::GetFlag(FLAGS_rank) >= 0) return true;
-  for (const char* v : {"RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"})
-    if (getenv(v) != nullptr) return true;
-  return absl::GetFlag(FLAGS_init).rfind("env://", 0) != 0 && absl::GetFlag(FLAGS_nproc) <= 1;
-}
-
-int local_world_size() {
-  for (const char* v : {"LOCAL_WORLD_SIZE", "SLURM_NTASKS_PER_NODE", "OMPI_COMM_WORLD_LOCAL_SIZE"}) {
-    const char* s = getenv(v);
-    if (s != nullptr && atoi(s) > 0) return atoi(s);
-  }
-  return 1;
-}
-
-// Runs --nproc copies of this binary with the same arguments.
-int launch_local(int argc, char** argv) {
-  ddpx::launcher::LaunchOptions o;
-  o.nproc = absl::GetFlag(FLAGS_nproc);
-  o.program = "/proc/self/exe";
-  for (int i = 1; i < argc; ++i) o.args.push_back(argv[i]);
-  // Derived from this launch: ranks of another job on the same port are refused.
-  if (absl::GetFlag(FLAGS_job_id).empty())
-    o.args.push_back("--job_id=" + ddpx::trainer::new_local_job_id());
-  ddpx::launcher::LaunchResult r = ddpx::launcher::launch_local_ranks(o);
-  if (r.exit_code != 0) fprintf(stderr, "%s\n", r.message.c_str());
-  return r.exit_code;
-}
-
 ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::string& hook_spec,
                                         ddpx::DDPOptions options, bool time_collectives,
                                         ddpx::trainer::InjectedFault fault) {
@@ -164,25 +131,6 @@ ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::stri
   };
 }
 
-// The hook as checkpoints name it: its spec with each part's options in
-// sorted order ("powersgd:start_iter=10,rank=2" and
-// "powersgd:rank=2,start_iter=10" are one hook), or "per_param".
-absl::StatusOr<std::string> hook_identity(const std::string& sync, const std::string& spec) {
-  if (sync == "per_param") return std::string("per_param");
-  absl::StatusOr<std::vector<ddpx::HookSpecPart>> parts = ddpx::parse_hook_spec(spec);
-  if (!parts.ok()) return parts.status();
-  std::string out;
-  for (const ddpx::HookSpecPart& part : *parts) {
-    out += (out.empty() ? "" : "+") + part.name;
-    const char* sep = ":";
-    for (const auto& [key, value] : part.options) {
-      out += sep + key + "=" + value;
-      sep = ",";
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -191,12 +139,16 @@ int main(int argc, char** argv) {
       "  train --nproc=4 --backend=gloo --hook=powersgd\n"
       "  srun -n 4 train --init=env://");
   absl::ParseCommandLine(argc, argv);
-  if (!launched_as_rank()) return launch_local(argc, argv);
+  if (!ddpx::trainer::launched_as_rank(absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_init),
+                                       absl::GetFlag(FLAGS_nproc))) {
+    return ddpx::trainer::launch_local(absl::GetFlag(FLAGS_nproc), absl::GetFlag(FLAGS_job_id),
+                                       argc, argv);
+  }
 
   int blas_threads = absl::GetFlag(FLAGS_blas_threads);
   if (blas_threads <= 0) {
     blas_threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                   local_world_size());
+                                   ddpx::trainer::local_world_size());
   }
   openblas_set_num_threads(blas_threads);
 
@@ -277,7 +229,7 @@ int main(int argc, char** argv) {
   config.reset_hook_state = absl::GetFlag(FLAGS_reset_hook_state);
   config.hook = absl::GetFlag(FLAGS_hook);
   absl::StatusOr<std::string> identity =
-      hook_identity(absl::GetFlag(FLAGS_sync), config.hook);
+      ddpx::trainer::hook_identity(absl::GetFlag(FLAGS_sync), config.hook);
   if (!identity.ok()) {
     fprintf(stderr, "train: %s\n", std::string(identity.status().message()).c_str());
     return 2;

@@ -25,9 +25,7 @@ struct DeviceStepContext {
   float world_size = 1;
   std::shared_ptr<Future<Tensor>> result;
 
-  // As the CPU step's: drop the group before completing.
   void fail(const std::string& what, const absl::Status& cause) {
-    pg.reset();
     result->set_error(absl::Status(
         cause.code(), absl::StrCat("PowerSGD bucket ", in.bucket_index, " on ",
                                    device.str(), ": ", what, ": ", cause.message())));
@@ -132,7 +130,6 @@ void finish_step(const Ctx& ctx) {
   if (value.ok()) {
     if (absl::Status s = c.k->synchronize(c.device); !s.ok()) value = s;
   }
-  c.pg.reset();
   c.result->set_result(std::move(value));
 }
 

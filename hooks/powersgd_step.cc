@@ -32,11 +32,7 @@ struct StepContext {
   float world_size = 1;
   std::shared_ptr<Future<Tensor>> result;
 
-  // Drops this step's process-group reference before completing: whoever
-  // waits on the result may then destroy the group, and its last reference
-  // must not die on the group's own worker thread.
   void fail(const std::string& what, const absl::Status& cause) {
-    pg.reset();
     result->set_error(absl::Status(
         cause.code(), absl::StrCat("PowerSGD bucket ", in.bucket_index, ": ",
                                    what, ": ", cause.message())));
@@ -114,7 +110,6 @@ void orthogonalize_all(StepContext& ctx, bool factor_is_p) {
 
 void finish_step(const std::shared_ptr<StepContext>& ctx) {
   ctx->state->maybe_increase_iter(ctx->in.bucket_is_last);
-  ctx->pg.reset();  // see StepContext::fail
   ctx->result->set_result(ctx->in.finish());
 }
 

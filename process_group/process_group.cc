@@ -35,9 +35,19 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Backend> backend,
 
 ProcessGroup::~ProcessGroup() = default;
 
-std::chrono::milliseconds ProcessGroup::resolve(
-    std::chrono::milliseconds timeout) const {
-  return timeout < std::chrono::milliseconds::zero() ? timeout_ : timeout;
+absl::StatusOr<std::shared_ptr<const void>> ProcessGroup::memoize(
+    const std::string& key,
+    const std::function<absl::StatusOr<std::shared_ptr<const void>>()>& build) {
+  std::lock_guard<std::mutex> lock(memo_mu_);
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  absl::StatusOr<std::shared_ptr<const void>> built = build();
+  if (built.ok()) memo_.emplace(key, *built);
+  return built;
+}
+
+std::chrono::milliseconds ProcessGroup::resolve(const OpTimeout& timeout) const {
+  return timeout.value_or(timeout_);
 }
 
 absl::Status ProcessGroup::admit(absl::Status valid,
@@ -60,11 +70,13 @@ std::shared_ptr<Work> ProcessGroup::dispatch(OpType op, Options opts,
                                              absl::Status valid,
                                              const CollectiveFingerprint* fingerprint,
                                              uint64_t payload_bytes, Launch launch) {
-  opts.timeout = resolve(opts.timeout);
-  absl::Status s = admit(std::move(valid), fingerprint, opts.timeout, payload_bytes);
+  const std::chrono::milliseconds timeout = resolve(opts.timeout);
+  if (valid.ok()) valid = validate::timeout(op, timeout);
+  opts.timeout = timeout;
+  absl::Status s = admit(std::move(valid), fingerprint, timeout, payload_bytes);
   if (!s.ok()) return FutureWork::failed(op, std::move(s));
   return launch_traced(*trace_, op, fingerprint != nullptr ? fingerprint->trace() : TraceOp{},
-                       opts.timeout, [&] { return launch(opts); });
+                       timeout, [&] { return launch(opts); });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce(const TensorList& tensors,

@@ -409,8 +409,44 @@ absl::Status Reducer::rebuild_buckets() {
     return absl::Status(s.code(), absl::StrCat("rebuilding buckets: ", s.message()));
   }
   rebuilt_ = true;
+  rebuilt_order_ = new_order;
   ready_order_.clear();
   ready_order_.shrink_to_fit();
+  return absl::OkStatus();
+}
+
+std::vector<size_t> Reducer::rebuilt_order() const {
+  std::vector<size_t> out;
+  for (size_t v : rebuilt_order_) out.push_back(variables_[v]);
+  return out;
+}
+
+absl::Status Reducer::restore_rebuilt_order(const std::vector<size_t>& order) {
+  if (order.empty()) return absl::OkStatus();
+  if (in_step_) {
+    return absl::FailedPreconditionError("restore_rebuilt_order: not during a backward pass");
+  }
+  if (order.size() != variables_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "restore_rebuilt_order: the saved bucket order has ", order.size(),
+        " parameters, this model trains ", variables_.size()));
+  }
+  std::vector<size_t> variables;
+  std::vector<bool> seen(variables_.size(), false);
+  for (size_t p : order) {
+    absl::StatusOr<size_t> v = variable_of(p, "restore_rebuilt_order");
+    if (!v.ok()) return v.status();
+    if (seen[*v]) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "restore_rebuilt_order: parameter index ", p, " appears twice in the saved order"));
+    }
+    seen[*v] = true;
+    variables.push_back(*v);
+  }
+  if (absl::Status s = build_buckets(variables); !s.ok()) return s;
+  rebuilt_ = true;
+  rebuilt_order_ = std::move(variables);
+  ready_order_.clear();
   return absl::OkStatus();
 }
 
@@ -489,6 +525,13 @@ absl::Status Reducer::finalize_backward() {
   }
   stats_.step_seconds = seconds_since(step_start_);
   return absl::OkStatus();
+}
+
+void Reducer::abandon_step() {
+  if (!in_step_) return;
+  double ignored = 0;
+  wait_launched(&ignored).IgnoreError();
+  end_step();
 }
 
 absl::Status Reducer::shadow_step() {

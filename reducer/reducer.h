@@ -1,5 +1,6 @@
 // The gradient reducer: buckets a model's gradients and averages them across
-// ranks while backward is still running (design note seed 003).
+// ranks while backward is still running (PyTorch's "Distributed Data Parallel"
+// design note, https://pytorch.org/docs/stable/notes/ddp.html).
 //
 // One synchronized step:
 //   reducer.prepare_for_backward();      // optional; implied by mark_ready
@@ -90,6 +91,13 @@ class Reducer {
   // Waits for every bucket and writes the averaged gradients back. On error
   // the step is abandoned (launched buckets are drained first).
   absl::Status finalize_backward();
+  // Gives up the step in progress without communicating any further, for a
+  // backward pass an exception cut short: waits for the buckets already
+  // launched and forgets the rest. Gradients are left as they are (not
+  // averaged). Ranks that finished the step are then a step ahead of this
+  // one. Nothing happens outside a step.
+  void abandon_step();
+  bool in_step() const { return in_step_; }
 
   // no_sync: while false, steps only accumulate gradients locally.
   void set_require_grad_sync(bool sync) { require_grad_sync_ = sync; }
@@ -104,6 +112,18 @@ class Reducer {
   absl::StatusOr<std::vector<int>> exchange_active_ranks(bool active);
   // Issues the collectives of one synchronized step with zero gradients.
   absl::Status shadow_step();
+
+  // --- Checkpoints ---
+  // Hook state (PowerSGD's error feedback and Qs) is laid out per bucket, so
+  // a resumed run needs the buckets the saved run had. rebuilt_order() is
+  // the order (model parameter indices) the buckets were rebuilt from, the
+  // same on every rank; empty before the rebuild.
+  std::vector<size_t> rebuilt_order() const;
+  // Builds the buckets from a saved rebuilt_order() and skips the rebuild
+  // after the next step. Not during a step; an empty order does nothing.
+  // Errors on an order that is not a permutation of the trainable
+  // parameters.
+  absl::Status restore_rebuilt_order(const std::vector<size_t>& order);
 
   // --- Introspection ---
   // Model parameter indices of each bucket, in launch order.
@@ -167,6 +187,7 @@ class Reducer {
   bool throw_on_early_termination_ = false;
   bool rebuilt_ = false;
   std::vector<size_t> ready_order_;      // first synchronized step only
+  std::vector<size_t> rebuilt_order_;    // variable indices, after the rebuild
 
   // Per step.
   bool in_step_ = false;

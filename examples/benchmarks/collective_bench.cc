@@ -57,8 +57,8 @@ ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 5, "timed rounds per point (the median call of all is kept)");
 ABSL_FLAG(int, workers, 2, "worker threads (and contexts) of our backend");
 ABSL_FLAG(int64_t, sync_max_bytes, static_cast<int64_t>(ddpx::kSyncPairMaxMessageBytes),
-          "our backend's GlooOptions::sync_max_bytes (0: classic allreduces on the "
-          "event-loop pairs, as raw Gloo's default, and the table without sync pieces)");
+          "our backend's GlooOptions::sync_max_bytes (0: no sync pairs, so Gloo's "
+          "unbound-buffer algorithms only)");
 ABSL_FLAG(double, round_ms, 40, "length of one timed round (3 to 200 calls)");
 ABSL_FLAG(double, budget_s, 420,
           "stop starting new points after this many seconds (the RESULT line still comes)");
@@ -241,8 +241,8 @@ void bench_allreduce(Job& job, Results& r) {
     // Zeroed like the tensor: the same arithmetic.
     std::vector<float> raw_buf(count, 0.0f), control_buf(count, 0.0f);
     const size_t piece_bytes = job.ours->sync_piece_bytes();
-    const AllreduceAlgorithm chosen =
-        choose_allreduce_algorithm(count * 4, job.nproc, true, piece_bytes);
+    const GlooBackend::AllreducePlan plan = job.ours->allreduce_plan(count * 4);
+    const AllreduceAlgorithm chosen = plan.algorithm;
     std::vector<AllreduceAlgorithm> algorithms;
     std::vector<std::function<void()>> variants = {
         [&] { ok_or_die(job.ours->allreduce({t}, {}), "allreduce"); }};
@@ -256,9 +256,8 @@ void bench_allreduce(Job& job, Results& r) {
     variants.push_back([&] { job.control->allreduce(chosen, control_buf.data(), count); });
     // Ours runs this size on sync pairs, whole or in pieces: time raw Gloo
     // doing the same on sync pairs too.
-    const bool whole = allreduce_runs_on_sync_pairs(chosen, count * 4, job.nproc,
-                                                    job.ours->sync_limits());
-    const bool sync = whole || (piece_bytes > 0 && chosen == AllreduceAlgorithm::kHalvingDoubling);
+    const bool whole = plan.where == GlooBackend::AllreducePlan::Where::kSyncPairs;
+    const bool sync = whole || plan.where == GlooBackend::AllreducePlan::Where::kSyncPieces;
     std::vector<float> sync_buf(sync ? count : 0, 0.0f);  // only where it is timed
     if (sync) {
       const size_t per_piece = whole ? count : piece_bytes / 4;

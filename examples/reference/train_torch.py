@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """The same training as //examples:train, in PyTorch DDP with gloo (CPU).
 
+With --model=cnn: the same training as //examples/torch:train (the residual
+CNN of examples/torch/cnn.h, examples/reference/residual_cnn.py here, with
+BatchNorm buffers broadcast by DDP, evaluation in eval mode).
+
 Same model (MLP 784-<hidden>-10 with ReLU, torch's default nn.Linear init),
 same data (Debian's Fashion-MNIST IDX files, the same normalization), same
 sharding rule (DistributedSampler, shuffle, seed + epoch), same optimizer
@@ -15,6 +19,7 @@ runs agree statistically, not bit for bit.
 import argparse
 import gzip
 import json
+import math
 import os
 import socket
 import struct
@@ -27,6 +32,9 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from residual_cnn import ResidualCnn  # noqa: E402
 
 MEAN, STD = 0.2860, 0.3530  # examples/data/fashion_mnist.h
 
@@ -86,15 +94,25 @@ def register_hook(model, spec, group):
                  "(allreduce, fp16, bf16, powersgd, batched_powersgd)")
 
 
+def learning_rate_at(schedule, base_lr, step, total_steps):
+    """examples/trainer/lr_schedule.cc."""
+    if schedule == "constant" or total_steps <= 0:
+        return base_lr
+    progress = min(1.0, step / total_steps)
+    return base_lr * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+
 def evaluate(model, x, y, rank, world):
     begin, end = len(x) * rank // world, len(x) * (rank + 1) // world
     correct = loss_sum = 0.0
+    model.eval()
     with torch.no_grad():
         for s in range(begin, end, 256):
             logits = model(x[s:min(s + 256, end)])
             labels = y[s:min(s + 256, end)]
             correct += (logits.argmax(1) == labels).sum().item()
             loss_sum += nn.functional.cross_entropy(logits, labels, reduction="sum").item()
+    model.train()
     sums = torch.tensor([correct, loss_sum], dtype=torch.float64)
     dist.all_reduce(sums)
     return sums[0].item() / len(x), sums[1].item() / len(x)
@@ -102,17 +120,21 @@ def evaluate(model, x, y, rank, world):
 
 def run(rank, world, args):
     cores = os.cpu_count() or 1
-    torch.set_num_threads(max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", world))))
+    threads = args.threads or max(1, cores // int(os.environ.get("LOCAL_WORLD_SIZE", world)))
+    torch.set_num_threads(threads)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(args.seed)
     hidden = [int(h) for h in args.hidden.split(",") if h]
-    model = DDP(mlp(hidden), bucket_cap_mb=args.bucket_cap_mb,
+    net = ResidualCnn(args.width) if args.model == "cnn" else mlp(hidden)
+    model = DDP(net, bucket_cap_mb=args.bucket_cap_mb,
                 gradient_as_bucket_view=args.gradient_as_bucket_view == 1)
     register_hook(model, args.hook, None)
     opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum,
                           weight_decay=args.weight_decay)
     x, y = load(args.data_dir, "train")
     tx, ty = load(args.data_dir, "t10k")
+    if args.model == "cnn":
+        x, tx = x.view(-1, 1, 28, 28), tx.view(-1, 1, 28, 28)
     sampler = torch.utils.data.DistributedSampler(range(len(x)), world, rank, shuffle=True,
                                                   seed=args.seed)
     steps_per_epoch = (len(sampler) + args.batch_size - 1) // args.batch_size
@@ -122,10 +144,16 @@ def run(rank, world, args):
         args.hook.partition(":")[0])
     lead = rank == 0
     metrics = open(args.metrics_out, "a") if (lead and args.metrics_out) else None
+    total_steps = args.epochs * steps_per_epoch
+    if args.max_steps >= 0:
+        total_steps = min(total_steps, args.max_steps)
     if lead:
-        print(f"[torch] training MLP 784-{'-'.join(map(str, hidden))}-10 ({nparams} parameters) "
+        name = (f"ResidualCNN(width {args.width})" if args.model == "cnn"
+                else f"MLP 784-{'-'.join(map(str, hidden))}-10")
+        print(f"[torch] training {name} ({nparams} parameters) "
               f"on {len(x)} Fashion-MNIST images, {world} ranks x batch {args.batch_size}, "
-              f"{steps_per_epoch} steps/epoch, gloo, DDP hook {args.hook}", flush=True)
+              f"{steps_per_epoch} steps/epoch, gloo, DDP hook {args.hook}, "
+              f"{threads} threads/rank", flush=True)
     start = time.time()
     step = 0
     for epoch in range(args.epochs):
@@ -140,6 +168,8 @@ def run(rank, world, args):
             loss = nn.functional.cross_entropy(model(x[idx]), y[idx])
             opt.zero_grad()
             loss.backward()
+            for group in opt.param_groups:
+                group["lr"] = learning_rate_at(args.lr_schedule, args.lr, step, total_steps)
             opt.step()
             step += 1
             dt = time.time() - t0
@@ -196,6 +226,11 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--weight_decay", type=float, default=0.0)
     p.add_argument("--hidden", default="2048,2048")
+    p.add_argument("--model", default="mlp", choices=("mlp", "cnn"))
+    p.add_argument("--width", type=int, default=16, help="--model=cnn: first stage's channels")
+    p.add_argument("--lr_schedule", default="constant", choices=("constant", "cosine"))
+    p.add_argument("--threads", type=int, default=0,
+                   help="torch threads per rank (0: cores / local ranks)")
     p.add_argument("--bucket_cap_mb", type=float, default=25.0)
     p.add_argument("--gradient_as_bucket_view", type=int, default=0, choices=(0, 1),
                    help="torch's DDP option (default off there; examples/train's default is on)")

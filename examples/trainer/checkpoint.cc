@@ -197,6 +197,26 @@ std::vector<int64_t> complete_checkpoint_steps(const std::string& dir) {
 absl::Status save_checkpoint(const CheckpointOptions& o, ProcessGroup& pg, const Progress& p,
                              const nn::Mlp& model, const nn::Sgd& optimizer,
                              const GradientSync& sync) {
+  return save_checkpoint(o, pg, p, MlpTrainState(model, optimizer), sync);
+}
+
+absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& o,
+                                              const std::string& step_dir, int rank,
+                                              int world_size, nn::Mlp& model,
+                                              nn::Sgd& optimizer, GradientSync& sync) {
+  MlpTrainState state(model, optimizer);
+  return load_rank_checkpoint(o, step_dir, rank, world_size, state, sync);
+}
+
+absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
+    const CheckpointOptions& o, ProcessGroup& pg, nn::Mlp& model, nn::Sgd& optimizer,
+    GradientSync& sync) {
+  MlpTrainState state(model, optimizer);
+  return resume_from_checkpoint(o, pg, state, sync);
+}
+
+absl::Status save_checkpoint(const CheckpointOptions& o, ProcessGroup& pg, const Progress& p,
+                             const TrainState& train_state, const GradientSync& sync) {
   const int rank = pg.rank();
   const int world = pg.size();
   const int64_t step = p.global_step;
@@ -213,7 +233,7 @@ absl::Status save_checkpoint(const CheckpointOptions& o, ProcessGroup& pg, const
   ManifestEntry state, hook;
   if (local.ok() && rank == 0) {
     absl::StatusOr<ManifestEntry> e = write_checkpoint_file(
-        step_dir, kStateFile, encode_state_file(p, model, optimizer), step, rank, "state");
+        step_dir, kStateFile, encode_state_file(p, train_state), step, rank, "state");
     if (e.ok()) state = *e;
     local = e.status();
   }
@@ -265,8 +285,8 @@ absl::Status save_checkpoint(const CheckpointOptions& o, ProcessGroup& pg, const
 
 absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& o,
                                               const std::string& step_dir, int rank,
-                                              int world_size, nn::Mlp& model,
-                                              nn::Sgd& optimizer, GradientSync& sync) {
+                                              int world_size, TrainState& train_state,
+                                              GradientSync& sync) {
   const std::string manifest_path = join(step_dir, kManifestFile);
   absl::StatusOr<std::string> text = read_whole_file(manifest_path);
   if (!text.ok()) return text.status();
@@ -311,7 +331,7 @@ absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& o,
   absl::StatusOr<std::string> state = read_checked(0);
   if (!state.ok()) return state.status();
   absl::StatusOr<Progress> progress =
-      decode_state_file(join(step_dir, kStateFile), *state, expect, model, optimizer);
+      decode_state_file(join(step_dir, kStateFile), *state, expect, train_state);
   if (!progress.ok()) return progress.status();
   if (o.reset_hook_state) {
     progress->hook_start_step = progress->global_step;
@@ -327,8 +347,7 @@ absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& o,
 }
 
 absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
-    const CheckpointOptions& o, ProcessGroup& pg, nn::Mlp& model, nn::Sgd& optimizer,
-    GradientSync& sync) {
+    const CheckpointOptions& o, ProcessGroup& pg, TrainState& train_state, GradientSync& sync) {
   const int rank = pg.rank();
   const int world = pg.size();
   absl::StatusOr<std::vector<int64_t>> candidates = resume_candidates(o, rank == 0);
@@ -345,7 +364,7 @@ absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
   for (int64_t step : *candidates) {
     const std::string step_dir = join(o.dir, step_dir_name(step));
     absl::StatusOr<Progress> p =
-        load_rank_checkpoint(o, step_dir, rank, world, model, optimizer, sync);
+        load_rank_checkpoint(o, step_dir, rank, world, train_state, sync);
     // Every rank must resume from the same step: agree on the outcome.
     std::vector<double> failed(world, 0.0);
     failed[rank] = p.ok() ? 0 : 1;

@@ -68,11 +68,16 @@ std::string step_dir_name(int64_t step);  // "step-00000045"
 // committed (MANIFEST and `latest`). An error on any rank's files fails the
 // save on every rank, and nothing is committed.
 absl::Status save_checkpoint(const CheckpointOptions& options, ProcessGroup& pg,
+                             const Progress& progress, const TrainState& state,
+                             const GradientSync& sync);
+absl::Status save_checkpoint(const CheckpointOptions& options, ProcessGroup& pg,
                              const Progress& progress, const nn::Mlp& model,
                              const nn::Sgd& optimizer, const GradientSync& sync);
 
 // Collective. std::nullopt when the folder holds no complete checkpoint (a
 // fresh run); otherwise the progress of the checkpoint every rank loaded.
+absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
+    const CheckpointOptions& options, ProcessGroup& pg, TrainState& state, GradientSync& sync);
 absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
     const CheckpointOptions& options, ProcessGroup& pg, nn::Mlp& model, nn::Sgd& optimizer,
     GradientSync& sync);
@@ -80,6 +85,10 @@ absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
 // One rank's part of resuming, without the process group: validates the
 // MANIFEST of `step_dir`, state.bin and this rank's hook file (skipped with
 // reset_hook_state) and loads them.
+absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& options,
+                                              const std::string& step_dir, int rank,
+                                              int world_size, TrainState& state,
+                                              GradientSync& sync);
 absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& options,
                                               const std::string& step_dir, int rank,
                                               int world_size, nn::Mlp& model,

@@ -139,8 +139,31 @@ absl::Status in_section(const std::string& path, const char* section, const absl
 
 std::string hook_file_name(int rank) { return absl::StrCat("hook_rank", rank, ".bin"); }
 
+absl::Status MlpTrainState::load_model(std::istream& in) {
+  if (mutable_model_ == nullptr) return absl::InternalError("MlpTrainState: read-only model");
+  return mutable_model_->load(in);
+}
+
+absl::Status MlpTrainState::load_optimizer(std::istream& in) {
+  if (mutable_optimizer_ == nullptr) {
+    return absl::InternalError("MlpTrainState: read-only optimizer");
+  }
+  return mutable_optimizer_->load_state(in);
+}
+
 absl::StatusOr<std::string> encode_state_file(const Progress& p, const nn::Mlp& model,
                                               const nn::Sgd& optimizer) {
+  return encode_state_file(p, MlpTrainState(model, optimizer));
+}
+
+absl::StatusOr<Progress> decode_state_file(const std::string& path, absl::string_view contents,
+                                           const CheckpointExpectations& e, nn::Mlp& model,
+                                           nn::Sgd& optimizer) {
+  MlpTrainState state(model, optimizer);
+  return decode_state_file(path, contents, e, state);
+}
+
+absl::StatusOr<std::string> encode_state_file(const Progress& p, const TrainState& state) {
   Writer w;
   w.bytes(kStateMagic, 8);
   w.u32(kStateVersion);
@@ -150,8 +173,8 @@ absl::StatusOr<std::string> encode_state_file(const Progress& p, const nn::Mlp& 
   w.f64(p.epoch_loss_sum);
   w.i64(p.epoch_loss_count);
   std::ostringstream body;
-  RETURN_IF_ERROR(model.save(body));
-  RETURN_IF_ERROR(optimizer.save_state(body));
+  RETURN_IF_ERROR(state.save_model(body));
+  RETURN_IF_ERROR(state.save_optimizer(body));
   w.out() += body.str();
   return std::move(w.out());
 }
@@ -174,8 +197,7 @@ absl::StatusOr<std::string> encode_hook_file(const Progress& p, int rank, const 
 }
 
 absl::StatusOr<Progress> decode_state_file(const std::string& path, absl::string_view contents,
-                                           const CheckpointExpectations& e, nn::Mlp& model,
-                                           nn::Sgd& optimizer) {
+                                           const CheckpointExpectations& e, TrainState& state) {
   Reader r(path, contents);
   Progress p;
   RETURN_IF_ERROR(r.magic(kStateMagic, "ddpx trainer state file"));
@@ -205,8 +227,8 @@ absl::StatusOr<Progress> decode_state_file(const std::string& path, absl::string
   RETURN_IF_ERROR(r.check_range("epoch_loss_count", p.epoch_loss_count, 0, p.step_in_epoch));
 
   std::istringstream body{std::string(r.rest())};
-  RETURN_IF_ERROR(in_section(path, "model", model.load(body)));
-  RETURN_IF_ERROR(in_section(path, "optimizer", optimizer.load_state(body)));
+  RETURN_IF_ERROR(in_section(path, "model", state.load_model(body)));
+  RETURN_IF_ERROR(in_section(path, "optimizer", state.load_optimizer(body)));
   if (body.peek() != std::char_traits<char>::eof()) {
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": field optimizer: bytes follow the optimizer state"));

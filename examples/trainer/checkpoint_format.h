@@ -3,7 +3,8 @@
 //   state.bin (rank 0): "DDPXSTAT" | u32 version | i64 global_step | i64 epoch |
 //     i64 step_in_epoch | i64 steps_per_epoch | i64 world_size |
 //     f64 wall_seconds | f64 epoch_loss_sum | i64 epoch_loss_count |
-//     model (nn::Mlp::save) | optimizer (nn::Sgd::save_state)
+//     model | optimizer (TrainState: nn::Mlp::save, nn::Sgd::save_state for
+//     the MLP trainer)
 //   hook_rank<R>.bin (every rank): "DDPXHOOK" | u32 version | i64 step |
 //     i64 rank | i64 world_size | u64 length + bytes: hook spec |
 //     i64 hook_start_step | i64 hook_iteration | the hook's own state bytes
@@ -15,6 +16,7 @@
 #define DDPX_EXAMPLES_TRAINER_CHECKPOINT_FORMAT_H_
 
 #include <cstdint>
+#include <iosfwd>
 #include <string>
 
 #include "absl/status/status.h"
@@ -57,9 +59,44 @@ struct CheckpointExpectations {
   std::string hook;  // this run's hook spec (canonical form)
 };
 
+// What state.bin carries after its header: the model, then the optimizer.
+// The MLP trainer's is MlpTrainState; examples/torch's keeps a libtorch
+// module and optimizer. A load must consume exactly what the save wrote.
+class TrainState {
+ public:
+  virtual ~TrainState() = default;
+  virtual absl::Status save_model(std::ostream& out) const = 0;
+  virtual absl::Status save_optimizer(std::ostream& out) const = 0;
+  virtual absl::Status load_model(std::istream& in) = 0;
+  virtual absl::Status load_optimizer(std::istream& in) = 0;
+};
+
+// nn::Mlp::save/load and nn::Sgd::save_state/load_state.
+class MlpTrainState : public TrainState {
+ public:
+  MlpTrainState(const nn::Mlp& model, const nn::Sgd& optimizer)
+      : model_(&model), optimizer_(&optimizer) {}
+  MlpTrainState(nn::Mlp& model, nn::Sgd& optimizer)
+      : model_(&model), optimizer_(&optimizer), mutable_model_(&model),
+        mutable_optimizer_(&optimizer) {}
+  absl::Status save_model(std::ostream& out) const override { return model_->save(out); }
+  absl::Status save_optimizer(std::ostream& out) const override {
+    return optimizer_->save_state(out);
+  }
+  absl::Status load_model(std::istream& in) override;
+  absl::Status load_optimizer(std::istream& in) override;
+
+ private:
+  const nn::Mlp* model_;
+  const nn::Sgd* optimizer_;
+  nn::Mlp* mutable_model_ = nullptr;
+  nn::Sgd* mutable_optimizer_ = nullptr;
+};
+
 inline constexpr char kStateFile[] = "state.bin";
 std::string hook_file_name(int rank);  // "hook_rank<R>.bin"
 
+absl::StatusOr<std::string> encode_state_file(const Progress& progress, const TrainState& state);
 absl::StatusOr<std::string> encode_state_file(const Progress& progress, const nn::Mlp& model,
                                               const nn::Sgd& optimizer);
 absl::StatusOr<std::string> encode_hook_file(const Progress& progress, int rank,
@@ -68,6 +105,9 @@ absl::StatusOr<std::string> encode_hook_file(const Progress& progress, int rank,
 
 // Checks the header of `contents` (the file at `path`) and loads the model
 // and optimizer. Returns the progress (hook_start_step still 0).
+absl::StatusOr<Progress> decode_state_file(const std::string& path, absl::string_view contents,
+                                           const CheckpointExpectations& expect,
+                                           TrainState& state);
 absl::StatusOr<Progress> decode_state_file(const std::string& path, absl::string_view contents,
                                            const CheckpointExpectations& expect,
                                            nn::Mlp& model, nn::Sgd& optimizer);

@@ -9,7 +9,6 @@
 #include <cstring>
 #include <exception>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gloo/allreduce_ring.h"
 #include "gloo/barrier.h"
@@ -152,6 +151,7 @@ absl::Status GlooBackend::connect() {
         // the autotuning fix below is for the unbound ops they never carry.
         read_pairs_on_calling_thread(*context);
         worker_sync_contexts_.push_back(std::move(context));
+        worker_sync_timeouts_.push_back(timeout_);  // the pairs' sockets got it
         continue;
       }
       // Before any op: a classic algorithm's first small message must not
@@ -345,9 +345,9 @@ uint32_t GlooBackend::match_key(uint64_t bytes, DType dtype, int root) {
 }
 
 std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
-                                           std::chrono::milliseconds timeout,
+                                           const OpTimeout& op_timeout_or_unset,
                                            OpBody body, uint32_t match) {
-  timeout = resolve_timeout(timeout);
+  const std::chrono::milliseconds timeout = op_timeout(op_timeout_or_unset);
   auto work = std::make_shared<GlooWork>(op, timeout);
   // The flight recorder's entry for this op, when the front end recorded it:
   // marked started and completed here, and failures are named by it.
@@ -362,18 +362,24 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
   std::lock_guard<std::mutex> lock(seq_mu_);
   const uint64_t seq = next_seq_++;
   const int worker = static_cast<int>(seq % worker_contexts_.size());
+  const bool has_sync = !worker_sync_contexts_.empty();
   OpContext c{worker_contexts_[worker],
-              worker_sync_contexts_.empty() ? nullptr : worker_sync_contexts_[worker],
+              has_sync ? worker_sync_contexts_[worker] : nullptr,
+              has_sync ? &worker_sync_timeouts_[worker] : nullptr,
               worker_stores_[worker].get(), seq,
-              tag_of(seq, match), timeout,
+              tag_of(seq, match), timeout, {},
               &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr,
               two_level_.empty() ? nullptr : two_level_[worker].get()};
   task.run = [this, work, op, what = std::move(what), c, body = std::move(body), trace] {
     trace.started();
+    OpContext running = c;
+    running.started = std::chrono::steady_clock::now();
     absl::StatusOr<TensorList> result;
     try {
-      result = body(c);
+      result = body(running);
     } catch (const StatusError& e) {
+      // Already decided where it was raised (the shared-memory path's
+      // DeadlineExceeded names the timeout and the rank waited for).
       absl::Status error(e.status().code(),
                          absl::StrCat(op_type_name(op), " of ", what, " on rank ", rank(), " of ",
                                       size(), ": ", e.status().message()));
@@ -383,8 +389,8 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
       });
       result = std::move(error);
     } catch (const std::exception& e) {
-      absl::Status error = op_error(op, what, c.timeout, e.what());
-      name_transport_culprits(c, e.what(), &error);
+      absl::Status error = op_error(op, what, running.timeout, running.started, e.what());
+      name_transport_culprits(running, e.what(), &error);
       result = std::move(error);
     }
     if (result.ok()) {
@@ -408,33 +414,50 @@ Tensor GlooBackend::scratch_for(const OpContext& c, int64_t numel, DType dtype) 
   return Tensor::from_blob(buffer.data(), {numel}, dtype);
 }
 
-std::chrono::milliseconds GlooBackend::resolve_timeout(
-    std::chrono::milliseconds timeout) const {
-  // The front end resolves kUseGroupTimeout; direct users of the backend
-  // get the same rule here.
-  return timeout.count() < 0 ? timeout_ : timeout;
-}
-
 absl::Status GlooBackend::op_error(OpType op, const std::string& what,
                                    std::chrono::milliseconds timeout,
+                                   std::chrono::steady_clock::time_point started,
                                    const std::string& cause) const {
-  // Event-loop pairs say "Timed out ..."; sync pairs (sync_pairs.h), whose
-  // blocking recv()/send() end at SO_RCVTIMEO/SO_SNDTIMEO, "Read timeout" or
-  // "Write timeout".
-  const bool timed_out = absl::StrContains(cause, "Timed out") ||
-                         absl::StrContains(cause, "timed out") ||
-                         absl::StrContains(cause, "Timeout") ||
-                         absl::StrContains(cause, "Read timeout") ||
-                         absl::StrContains(cause, "Write timeout");
   std::string head = absl::StrCat(op_type_name(op), " of ", what, " on rank ",
                                   rank(), " of ", size());
-  if (timed_out) {
+  if (std::chrono::steady_clock::now() - started >= timeout) {
     return absl::DeadlineExceededError(absl::StrCat(
         head, " timed out after ", timeout.count(), " ms: ", cause));
   }
   return absl::UnavailableError(absl::StrCat(
       head, " failed (timeout ", timeout.count(), " ms; a peer may have exited): ",
       cause));
+}
+
+std::shared_ptr<gloo::Context> GlooBackend::sync_pairs(const OpContext& c) const {
+  if (c.sync_context == nullptr) return nullptr;
+  if (*c.sync_timeout != c.timeout) {
+    set_sync_pair_timeout(*c.sync_context, c.timeout);
+    *c.sync_timeout = c.timeout;
+  }
+  return c.sync_context;
+}
+
+GlooBackend::AllreducePlan GlooBackend::allreduce_plan(size_t nbytes) const {
+  // The classic classes wait as long as their pairs allow, so they run on
+  // the sync pairs only, whose sockets get each op's timeout; the event-loop
+  // pairs run Gloo's unbound-buffer algorithms, which take it per call.
+  const bool has_sync = !worker_sync_contexts_.empty();
+  const size_t piece_bytes = sync_piece_bytes();
+  AllreduceAlgorithm algorithm = options_.allreduce_algorithm.value_or(
+      choose_allreduce_algorithm(nbytes, size(), has_sync, piece_bytes));
+  if (!allreduce_algorithm_supports(algorithm, size(), nbytes)) {
+    algorithm = AllreduceAlgorithm::kGlooRing;
+  }
+  using Where = AllreducePlan::Where;
+  if (has_sync && allreduce_runs_on_sync_pairs(algorithm, nbytes, size(), sync_limits_)) {
+    return {algorithm, Where::kSyncPairs};
+  }
+  if (has_sync && piece_bytes > 0 && algorithm == AllreduceAlgorithm::kHalvingDoubling) {
+    return {algorithm, Where::kSyncPieces};
+  }
+  if (is_classic_allreduce(algorithm)) algorithm = AllreduceAlgorithm::kGlooRing;
+  return {algorithm, Where::kEventLoop};
 }
 
 void GlooBackend::name_transport_culprits(const OpContext& c, const std::string& cause,
@@ -464,10 +487,6 @@ void GlooBackend::name_transport_culprits(const OpContext& c, const std::string&
   } else if (!report.not_asked.empty()) {
     set_culprits(error, {CulpritReason::kNotReceiving, report.not_asked});
   }
-}
-
-std::shared_ptr<gloo::Context> GlooBackend::sync_context_for(const OpContext& c) const {
-  return c.timeout == timeout_ ? c.sync_context : nullptr;
 }
 
 void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
@@ -502,27 +521,19 @@ void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
   call.op = op;
   call.tag = tag;
   call.timeout = c.timeout;
-  const size_t nbytes = tensors[0].nbytes();
-  // Classic algorithms wait with the context's timeout; use them only when
-  // that is the op's.
-  const bool classic_allowed = c.timeout == timeout_;
-  const size_t piece_bytes = sync_piece_bytes();
-  AllreduceAlgorithm algorithm = options_.allreduce_algorithm.value_or(
-      choose_allreduce_algorithm(nbytes, size(), classic_allowed, piece_bytes));
-  if (!allreduce_algorithm_supports(algorithm, size(), nbytes) ||
-      (is_classic_allreduce(algorithm) && !classic_allowed)) {
-    algorithm = AllreduceAlgorithm::kGlooRing;
-  }
-  if (c.sync_context != nullptr &&
-      allreduce_runs_on_sync_pairs(algorithm, nbytes, size(), sync_limits_)) {
-    call.context = c.sync_context;
-    run_allreduce(algorithm, call);
-  } else if (c.sync_context != nullptr && piece_bytes > 0 &&
-             algorithm == AllreduceAlgorithm::kHalvingDoubling) {
-    call.context = c.sync_context;
-    run_allreduce_in_pieces(algorithm, call, piece_bytes);
-  } else {
-    run_allreduce(algorithm, call);
+  const AllreducePlan plan = allreduce_plan(tensors[0].nbytes());
+  switch (plan.where) {
+    case AllreducePlan::Where::kSyncPairs:
+      call.context = sync_pairs(c);
+      run_allreduce(plan.algorithm, call);
+      break;
+    case AllreducePlan::Where::kSyncPieces:
+      call.context = sync_pairs(c);
+      run_allreduce_in_pieces(plan.algorithm, call, sync_piece_bytes());
+      break;
+    case AllreducePlan::Where::kEventLoop:
+      run_allreduce(plan.algorithm, call);
+      break;
   }
   if (op == ReduceOp::AVG) {
     for (const Tensor& t : tensors) {
@@ -566,7 +577,7 @@ std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {
                      throw_if_error(shm::barrier(*c.shm, shm::Deadline::after(c.timeout)));
                      return TensorList{};
                    }
-                   if (auto sync = sync_context_for(c); sync != nullptr && size() > 1) {
+                   if (auto sync = sync_pairs(c); sync != nullptr && size() > 1) {
                      barrier_classic(sync);
                      return TensorList{};
                    }

@@ -23,8 +23,9 @@ constexpr uint8_t kP2PSlotPrefix = 0x40;
 std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
                                              const TensorList& tensors,
                                              std::vector<int> peers, int tag,
-                                             std::chrono::milliseconds timeout) {
-  timeout = resolve_timeout(timeout);
+                                             const OpTimeout& op_timeout_or_unset) {
+  const std::chrono::milliseconds timeout = op_timeout(op_timeout_or_unset);
+  const auto started = std::chrono::steady_clock::now();
   auto work = std::make_shared<FutureWork>(op);
   // The flight recorder's entry: posted (started) now, completed by the
   // waiter before the caller can see it.
@@ -62,7 +63,7 @@ std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
       }
     }
   } catch (const std::exception& e) {
-    work->fail(trace.failed(op_error(op, what, timeout, e.what())));
+    work->fail(trace.failed(op_error(op, what, timeout, started, e.what())));
     return work;
   }
   if (pending->buffers.empty()) {
@@ -70,7 +71,7 @@ std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
     work->finish(tensors, peers.size() == 1 ? peers[0] : -1);
     return work;
   }
-  p2p_waiters_->start(pending, [this, work, op, what, tensors, timeout, trace](
+  p2p_waiters_->start(pending, [this, work, op, what, tensors, timeout, started, trace](
                                    P2PWaiters::Pending& p) {
     int source = -1;
     try {
@@ -85,7 +86,7 @@ std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
         }
       }
     } catch (const std::exception& e) {
-      work->fail(trace.failed(op_error(op, what, timeout, e.what())));
+      work->fail(trace.failed(op_error(op, what, timeout, started, e.what())));
       return;
     }
     trace.completed();

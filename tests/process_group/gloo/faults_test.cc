@@ -21,14 +21,24 @@ TEST(GlooFaults, SilentRankMakesOthersTimeOutNamingOpAndTimeout) {
     opts.timeout = std::chrono::milliseconds(400);
     return b.allreduce({Tensor::zeros({1000}, DType::kFloat32)}, opts);
   }, local_options(), std::chrono::seconds(20));
+  // A rank may instead see the other joiner close its connection when that
+  // one timed out: a timeout too if that came after its own had passed.
+  int timed_out = 0;
   for (const testing::OpOutcome& o : outcomes) {
     const absl::Status& s = o.status;
     ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_NE(s.message().find("allreduce"), std::string::npos) << s;
     EXPECT_NE(s.message().find("400 ms"), std::string::npos) << s;
     EXPECT_LT(o.elapsed, std::chrono::milliseconds(3000));
+    if (s.code() == absl::StatusCode::kUnavailable) {
+      EXPECT_NE(s.message().find("Connection closed"), std::string::npos) << s;
+      continue;
+    }
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_NE(s.message().find("timed out after 400 ms"), std::string::npos) << s;
+    ++timed_out;
   }
+  EXPECT_GE(timed_out, 1);
 }
 
 TEST(GlooFaults, RankThatExitsMakesOthersFailWithinTimeout) {

@@ -61,8 +61,8 @@ TEST_P(ReduceScatterTest, TensorFormEveryDTypeAndCount) {
       for (int64_t count : kCounts) {
         if (count > 100 && k.dtype != DType::kFloat32) continue;  // keep it quick
         Tensor in = flat_input(k.op, k.dtype, b.rank(), size, count);
-        // Small inputs take Gloo's classic halving-doubling, unless the op's
-        // timeout differs from the group's: then the ring.
+        // Small inputs take Gloo's classic halving-doubling on the sync
+        // pairs, large ones the ring, whatever the op's timeout.
         for (bool own_timeout : {false, true}) {
           Tensor out = Tensor::zeros({count}, k.dtype);
           ReduceScatterOptions opts;
@@ -71,7 +71,7 @@ TEST_P(ReduceScatterTest, TensorFormEveryDTypeAndCount) {
           ASSERT_WORK_OK(b.reduce_scatter_tensor(out, in, opts));
           expect_chunk(out, k.op, size, b.rank(),
                        std::string(dtype_name(k.dtype)) + " count " + std::to_string(count) +
-                           (own_timeout ? " (ring)" : ""));
+                           (own_timeout ? " (own timeout)" : ""));
         }
         // The input is left as it was.
         Tensor again = flat_input(k.op, k.dtype, b.rank(), size, count);

@@ -2,6 +2,7 @@
 // killed or stopped mid-op, every rank killed, a setup killed before it
 // unlinked its segment, a /dev/shm too small or read-only, and two jobs on
 // one host. No segment may be left in /dev/shm by any of them.
+#include <atomic>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -205,8 +206,8 @@ TEST(ShmFaults, SegmentsOfDeadCreatorsAreSweptAndLiveOnesKept) {
   // A fresh process setting up a group sweeps at its start.
   pid_t job = fork();
   if (job == 0) {
-    bool ok = true;
-    run_ranks(2, [&](GlooBackend& b) { ok = ok && b.uses_shared_memory(); }, shm_options());
+    std::atomic<bool> ok{true};
+    run_ranks(2, [&](GlooBackend& b) { if (!b.uses_shared_memory()) ok = false; }, shm_options());
     _exit(ok ? 0 : 1);
   }
   EXPECT_EQ(wait_for(job).code, 0);

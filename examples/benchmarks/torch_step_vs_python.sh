@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# The libtorch trainer with ddpx's DDP (//examples/torch:train) against
+# Python PyTorch DDP with gloo (examples/reference/train_torch.py
+# --model=cnn) on the same residual CNN, batch, ranks and threads per rank.
+#
+#   bazel run //examples/benchmarks:torch_step_vs_python
+#   ROUNDS=2 STEPS=100 ACC_EPOCHS=0 examples/benchmarks/torch_step_vs_python.sh
+#
+# Step time: for each hook (allreduce, then PowerSGD) the two run
+# alternately, ROUNDS times STEPS steps each, so machine load drifts hit
+# both alike; medians over every step after WARMUP of every round. A step is
+# the same work on both sides: gather the batch, zero the grads, forward,
+# loss, backward with DDP (bucketed, overlapped communication), SGD step.
+# Accuracy: each side trains ACC_EPOCHS epochs (3) with ACC_HOOK
+# (allreduce) and the same cosine schedule; test accuracy at the end (0
+# skips this part: "-" in the RESULT line). Data order differs (ddpx's
+# sampler vs torch's), so the two agree statistically, not bit for bit.
+# Last line:
+#   RESULT libtorch_step_vs_python=<ddpx/torch, allreduce>
+#          powersgd_step_vs_python=<ddpx/torch, PowerSGD>
+#          cnn_test_acc=<ddpx %> python_test_acc=<torch %> ...
+# Environment: TORCH_TRAIN, NPROC (2), WIDTH (16), BATCH (64), THREADS (0:
+# cores / ranks), PSGD (powersgd:rank=2,start_iter=10), ROUNDS (3), STEPS
+# (100), WARMUP (10), ACC_EPOCHS (3), ACC_HOOK (allreduce), NICE (0), OUT.
+set -euo pipefail
+
+NPROC=${NPROC:-2}
+WIDTH=${WIDTH:-16}
+BATCH=${BATCH:-64}
+THREADS=${THREADS:-0}
+PSGD=${PSGD:-powersgd:rank=2,start_iter=10}
+ROUNDS=${ROUNDS:-3}
+STEPS=${STEPS:-100}
+WARMUP=${WARMUP:-10}
+ACC_EPOCHS=${ACC_EPOCHS:-3}
+ACC_HOOK=${ACC_HOOK:-allreduce}
+NICE=${NICE:-0}
+
+die() { echo "torch_step_vs_python: $*" >&2; exit 1; }
+here=$(cd "$(dirname "$0")" && pwd)
+workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
+if [ -z "${TORCH_TRAIN:-}" ]; then
+  for t in "${RUNFILES_DIR:-/nonexistent}/ddpx/examples/torch/train" "$here/../torch/train" \
+           "$workspace/.bazel/bin/examples/torch/train"; do
+    [ -x "$t" ] && TORCH_TRAIN=$t && break
+  done
+fi
+[ -x "${TORCH_TRAIN:-}" ] || die "libtorch trainer not found; bazel build //examples/torch:train or set TORCH_TRAIN"
+PY_SCRIPT=$workspace/examples/reference/train_torch.py
+[ -f "$PY_SCRIPT" ] || PY_SCRIPT=$here/../reference/train_torch.py
+python3 -c 'import torch' 2>/dev/null || die "torch is not importable (tools/setup)"
+OUT=${OUT:-$(mktemp -d /tmp/torch_step_vs_python.XXXXXX)}
+mkdir -p "$OUT"
+
+common=(--nproc="$NPROC" --model=cnn --width="$WIDTH" --batch_size="$BATCH" --lr=0.02
+        --momentum=0.9 --seed=0 --lr_schedule=cosine --threads="$THREADS")
+run_pair() {  # run_pair TAG HOOK EXTRA...
+  local tag=$1 hook=$2
+  shift 2
+  echo "== $tag: libtorch + ddpx (load $(cut -d' ' -f1 /proc/loadavg))"
+  nice -n "$NICE" "$TORCH_TRAIN" "${common[@]}" --hook="$hook" "$@" \
+    --metrics_out="$OUT/ddpx_$tag.jsonl" >"$OUT/ddpx_$tag.log" 2>&1 ||
+    { tail "$OUT/ddpx_$tag.log"; die "libtorch run $tag failed"; }
+  echo "== $tag: python torch DDP (load $(cut -d' ' -f1 /proc/loadavg))"
+  nice -n "$NICE" python3 "$PY_SCRIPT" "${common[@]}" --hook="$hook" "$@" \
+    --metrics_out="$OUT/torch_$tag.jsonl" >"$OUT/torch_$tag.log" 2>&1 ||
+    { tail "$OUT/torch_$tag.log"; die "python run $tag failed"; }
+}
+
+echo "torch_step_vs_python: ResidualCNN(width $WIDTH), $NPROC ranks x batch $BATCH," \
+     "threads/rank $THREADS (0: cores/ranks), $ROUNDS rounds x $STEPS steps per hook," \
+     "accuracy after $ACC_EPOCHS epochs with $ACC_HOOK; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+for round in $(seq 1 "$ROUNDS"); do
+  run_pair "allreduce_$round" allreduce --max_steps="$STEPS" --epochs=1 --log_every=1000
+  run_pair "powersgd_$round" "$PSGD" --max_steps="$STEPS" --epochs=1 --log_every=1000
+done
+if [ "$ACC_EPOCHS" -gt 0 ]; then
+  run_pair accuracy "$ACC_HOOK" --epochs="$ACC_EPOCHS" --log_every=100
+fi
+
+python3 - "$OUT" "$ROUNDS" "$WARMUP" "$ACC_EPOCHS" <<'PY'
+import json, statistics, sys
+out, rounds, warmup, acc_epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+
+def lines(path):
+    return [json.loads(l) for l in open(path)]
+
+ratio = {}
+for hook in ("allreduce", "powersgd"):
+    med = {}
+    for impl in ("ddpx", "torch"):
+        pooled, per_round = [], []
+        for r in range(1, rounds + 1):
+            t = [x["step_time_s"] for x in lines(f"{out}/{impl}_{hook}_{r}.jsonl")
+                 if x["type"] == "step" and x["step"] > warmup]
+            per_round.append(1e3 * statistics.median(t))
+            pooled += t
+        med[impl] = 1e3 * statistics.median(pooled)
+        print(f"{hook:9s} {'libtorch+ddpx' if impl == 'ddpx' else 'python torch':13s} "
+              f"median step {med[impl]:7.2f} ms; per round: "
+              + ", ".join(f"{m:.2f}" for m in per_round))
+    ratio[hook] = med["ddpx"] / med["torch"]
+acc = {}
+if acc_epochs > 0:
+    for impl in ("ddpx", "torch"):
+        epochs = [x for x in lines(f"{out}/{impl}_accuracy.jsonl") if x["type"] == "epoch"]
+        acc[impl] = 100 * epochs[-1]["test_acc"]
+        print(f"{'libtorch+ddpx' if impl == 'ddpx' else 'python torch':13s} test accuracy per "
+              "epoch: " + ", ".join(f"{100 * e['test_acc']:.2f}%" for e in epochs))
+with open("/proc/loadavg") as f:
+    load = f.read().split()[0]
+fmt = lambda k: f"{acc[k]:.2f}" if k in acc else "-"
+print(f"RESULT libtorch_step_vs_python={ratio['allreduce']:.3f} "
+      f"powersgd_step_vs_python={ratio['powersgd']:.3f} "
+      f"cnn_test_acc={fmt('ddpx')} python_test_acc={fmt('torch')} "
+      f"acc_epochs={acc_epochs} load={load}")
+PY

@@ -1,0 +1,590 @@
+// How autograd feeds ddpx's Reducer (docs/reducer.md, "libtorch modules"):
+//
+// The module's tensors are mirrored into a ddpx::ModelParameters whose
+// Tensors borrow the same memory (no copies): parameter values, buffers,
+// and gradients. Each trainable parameter gets a PostAccumulateGradHook,
+// which autograd's AccumulateGrad node calls right after adding the
+// parameter's gradient into .grad(). The first hook of a backward pass
+// starts the step and queues a final callback on the autograd engine; each
+// hook then calls Reducer::mark_ready(i), which launches a bucket's
+// communication as soon as its last gradient is in; the final callback runs
+// Reducer::finalize_backward() once backward is done.
+#include "reducer/torch/distributed_data_parallel.h"
+
+#include <torch/csrc/autograd/engine.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/nn/module.h>
+#include <torch/serialize/archive.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <sstream>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "hooks/registry.h"
+#include "reducer/model_parameters.h"
+
+namespace ddpx {
+namespace torch {
+namespace {
+
+absl::StatusOr<DType> to_ddpx(c10::ScalarType t) {
+  switch (t) {
+    case c10::ScalarType::Float: return DType::kFloat32;
+    case c10::ScalarType::Double: return DType::kFloat64;
+    case c10::ScalarType::Half: return DType::kFloat16;
+    case c10::ScalarType::BFloat16: return DType::kBFloat16;
+    case c10::ScalarType::Char: return DType::kInt8;
+    case c10::ScalarType::Byte: return DType::kUInt8;
+    case c10::ScalarType::Int: return DType::kInt32;
+    case c10::ScalarType::Long: return DType::kInt64;
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("dtype ", c10::toString(t), " is not supported (float32, float64, "
+                       "float16, bfloat16, int8, uint8, int32, int64 are)"));
+  }
+}
+
+c10::ScalarType to_torch(DType t) {
+  switch (t) {
+    case DType::kFloat32: return c10::ScalarType::Float;
+    case DType::kFloat64: return c10::ScalarType::Double;
+    case DType::kFloat16: return c10::ScalarType::Half;
+    case DType::kBFloat16: return c10::ScalarType::BFloat16;
+    case DType::kInt8: return c10::ScalarType::Char;
+    case DType::kUInt8: return c10::ScalarType::Byte;
+    case DType::kInt32: return c10::ScalarType::Int;
+    case DType::kInt64: return c10::ScalarType::Long;
+  }
+  return c10::ScalarType::Undefined;
+}
+
+std::string describe(const at::Tensor& t) {
+  return absl::StrCat(c10::toString(t.scalar_type()), "[", absl::StrJoin(t.sizes(), ", "), "] on ",
+                      t.device().str());
+}
+
+// A ddpx Tensor over a torch tensor's memory (the caller keeps `t` alive).
+absl::StatusOr<Tensor> borrow(const at::Tensor& t, const std::string& what) {
+  if (!t.device().is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is on ", t.device().str(), "; ddpx::torch::DistributedDataParallel takes CPU "
+        "modules"));
+  }
+  if (!t.is_contiguous()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        what, " is not contiguous (", describe(t), "); make it contiguous before wrapping"));
+  }
+  absl::StatusOr<DType> dtype = to_ddpx(t.scalar_type());
+  if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", dtype.status().message()));
+  return Tensor::from_blob(t.data_ptr(), Shape(t.sizes().begin(), t.sizes().end()), *dtype);
+}
+
+// A torch tensor over a ddpx tensor's memory; keeps that storage alive.
+at::Tensor as_torch(const Tensor& t) {
+  std::shared_ptr<Storage> storage = t.storage();
+  return ::torch::from_blob(
+      t.data(), std::vector<int64_t>(t.shape().begin(), t.shape().end()),
+      [storage](void*) {}, at::TensorOptions().dtype(to_torch(t.dtype())));
+}
+
+}  // namespace
+
+// Every field is touched from the thread running backward (and the
+// constructor's); hooks' futures complete on communication threads inside
+// the Reducer only.
+struct DistributedDataParallel::Impl {
+  struct Param {
+    std::string name;
+    at::Tensor tensor;  // the module's parameter
+    // What the module held at wrapping time, to notice changes.
+    c10::TensorImpl* impl = nullptr;
+    void* data = nullptr;
+    std::vector<int64_t> sizes;
+    c10::ScalarType dtype = c10::ScalarType::Undefined;
+    bool trainable = false;
+    // Copy mode: the torch gradient ddpx's Parameter::grad borrows.
+    at::Tensor grad_ref;
+  };
+  struct Buf {
+    std::string name;
+    at::Tensor tensor;
+    c10::TensorImpl* impl = nullptr;
+    void* data = nullptr;
+  };
+
+  std::shared_ptr<::torch::nn::Module> module;
+  std::shared_ptr<ProcessGroup> pg;
+  DDPOptions options;
+  ModelParameters mirror;
+  std::unique_ptr<::ddpx::DistributedDataParallel> core;
+  std::vector<Param> params;
+  std::vector<Buf> buffers;
+  std::vector<std::string> names;
+
+  // The step in progress (from the first hook of a backward pass to its
+  // final callback).
+  bool step_active = false;
+  bool step_syncs = true;
+  uint64_t generation = 0;
+  std::vector<bool> marked;
+  // Held only by the queued final callback: expired while step_active means
+  // the backward pass ended without it (an exception cut it short).
+  std::weak_ptr<char> step_token;
+  bool join_active = false;
+
+  [[noreturn]] void fail(const std::string& message) { throw DDPError("ddpx DDP: " + message); }
+
+  void install_hooks();
+  void remove_hooks();
+  void check_module_unchanged();
+  void on_grad_ready(size_t i);
+  void begin_step();
+  void finalize_step(uint64_t gen);
+  void abandon_step();
+  // Makes ddpx's view of gradient i match torch's .grad() (now final for
+  // this backward pass); `unused`: the parameter got no gradient.
+  void sync_grad(size_t i, bool unused);
+  // Bucket views: each .grad() is its view (after construction, a rebuild,
+  // or .grad() set to none).
+  void point_grads_at_views();
+  absl::Status broadcast_buffers();
+};
+
+namespace {
+
+class ReadyHook final : public ::torch::autograd::PostAccumulateGradHook {
+ public:
+  ReadyHook(DistributedDataParallel::Impl* ddp, size_t index) : ddp_(ddp), index_(index) {}
+  void operator()(const ::torch::autograd::Variable&) override { ddp_->on_grad_ready(index_); }
+
+ private:
+  DistributedDataParallel::Impl* ddp_;
+  size_t index_;
+};
+
+}  // namespace
+
+void DistributedDataParallel::Impl::install_hooks() {
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].trainable) continue;
+    ::torch::autograd::impl::set_post_acc_grad_hooks(params[i].tensor,
+                                                     std::make_unique<ReadyHook>(this, i));
+  }
+}
+
+void DistributedDataParallel::Impl::remove_hooks() {
+  for (Param& p : params) {
+    if (!p.trainable) continue;
+    ::torch::autograd::impl::post_acc_grad_hooks(p.tensor).reset();
+  }
+}
+
+void DistributedDataParallel::Impl::check_module_unchanged() {
+  std::vector<at::Tensor> now = module->parameters(/*recurse=*/true);
+  std::string problem;
+  if (now.size() != params.size()) {
+    problem = absl::StrCat("it has ", now.size(), " parameters, it had ", params.size());
+  } else {
+    for (size_t i = 0; i < now.size() && problem.empty(); ++i) {
+      const Param& p = params[i];
+      if (now[i].unsafeGetTensorImpl() != p.impl) {
+        problem = absl::StrCat("parameter '", p.name, "' was replaced by another tensor");
+      } else if (now[i].data_ptr() != p.data || now[i].sizes().vec() != p.sizes ||
+                 now[i].scalar_type() != p.dtype) {
+        problem = absl::StrCat("parameter '", p.name, "' is now ", describe(now[i]),
+                               " in new memory (moved, converted or resized)");
+      } else if (now[i].requires_grad() != p.trainable) {
+        problem = absl::StrCat("parameter '", p.name, "' now has requires_grad=",
+                               now[i].requires_grad() ? "true" : "false");
+      }
+    }
+  }
+  if (problem.empty()) {
+    std::vector<at::Tensor> bufs = module->buffers(/*recurse=*/true);
+    if (bufs.size() != buffers.size()) {
+      problem = absl::StrCat("it has ", bufs.size(), " buffers, it had ", buffers.size());
+    } else {
+      for (size_t i = 0; i < bufs.size() && problem.empty(); ++i) {
+        if (bufs[i].unsafeGetTensorImpl() != buffers[i].impl || bufs[i].data_ptr() != buffers[i].data) {
+          problem = absl::StrCat("buffer '", buffers[i].name, "' was replaced or moved");
+        }
+      }
+    }
+  }
+  if (!problem.empty()) {
+    fail(absl::StrCat("the module changed after it was wrapped: ", problem,
+                      ". Wrap it after its last change (layers added, .to(), parameters "
+                      "replaced or frozen), or wrap it again"));
+  }
+}
+
+void DistributedDataParallel::Impl::abandon_step() {
+  core->reducer().abandon_step();
+  step_active = false;
+  ++generation;
+}
+
+void DistributedDataParallel::Impl::begin_step() {
+  check_module_unchanged();
+  step_syncs = core->reducer().require_grad_sync();
+  marked.assign(params.size(), false);
+  absl::Status s = core->prepare_for_backward();
+  if (!s.ok()) fail(std::string(s.message()));
+  step_active = true;
+  const uint64_t gen = ++generation;
+  auto token = std::make_shared<char>(0);
+  step_token = token;
+  ::torch::autograd::Engine::get_default_engine().queue_callback(
+      [this, token, gen] { finalize_step(gen); });
+}
+
+void DistributedDataParallel::Impl::sync_grad(size_t i, bool unused) {
+  Param& p = params[i];
+  Parameter& mirrored = mirror.parameter(i);
+  at::Tensor& grad = p.tensor.mutable_grad();
+  if (options.gradient_as_bucket_view) {
+    const Tensor& view = mirrored.grad;  // the reducer's view into a bucket
+    if (grad.defined() && grad.data_ptr() == view.data()) return;
+    at::Tensor as_view = as_torch(view);
+    if (grad.defined()) {
+      as_view.copy_(grad);
+    } else {
+      as_view.zero_();  // holds the last step's average
+    }
+    grad = as_view;
+    return;
+  }
+  if (!grad.defined()) {
+    if (!unused) fail(absl::StrCat("parameter '", p.name, "' has no gradient after its hook"));
+    grad = at::zeros_like(p.tensor, at::MemoryFormat::Contiguous);
+  } else if (!grad.is_contiguous()) {
+    grad = grad.contiguous();
+  }
+  if (mirrored.grad.data() != grad.data_ptr()) {
+    absl::StatusOr<Tensor> b = borrow(grad, "gradient of '" + p.name + "'");
+    if (!b.ok()) fail(std::string(b.status().message()));
+    mirrored.grad = *b;
+    p.grad_ref = grad;
+  }
+}
+
+void DistributedDataParallel::Impl::point_grads_at_views() {
+  if (!options.gradient_as_bucket_view) return;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (!params[i].trainable) continue;
+    at::Tensor& grad = params[i].tensor.mutable_grad();
+    const Tensor& view = mirror.parameter(i).grad;
+    if (!grad.defined() || grad.data_ptr() != view.data()) grad = as_torch(view);
+  }
+}
+
+void DistributedDataParallel::Impl::on_grad_ready(size_t i) {
+  if (step_active && step_token.expired()) abandon_step();  // the last backward threw
+  if (!step_active) begin_step();
+  if (marked[i]) {
+    abandon_step();
+    fail(absl::StrCat(
+        "parameter '", params[i].name, "' (index ", i, ") received a gradient twice in one "
+        "backward pass (a reentrant backward, e.g. activation checkpointing, or a nested "
+        "backward() through the same parameter); every parameter may get its gradient once "
+        "per step"));
+  }
+  marked[i] = true;
+  sync_grad(i, /*unused=*/false);
+  absl::Status s = core->mark_ready(i);
+  if (!s.ok()) {
+    abandon_step();
+    fail(std::string(s.message()));
+  }
+}
+
+void DistributedDataParallel::Impl::finalize_step(uint64_t gen) {
+  if (!step_active || gen != generation) return;  // abandoned meanwhile
+  step_active = false;
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].trainable && !marked[i]) sync_grad(i, /*unused=*/true);
+  }
+  absl::Status s = core->finalize_backward();
+  point_grads_at_views();  // buckets may have been rebuilt
+  if (!s.ok()) fail(std::string(s.message()));
+  if (step_syncs && options.broadcast_buffers && !join_active) {
+    s = broadcast_buffers();
+    if (!s.ok()) fail(absl::StrCat("broadcasting buffers from rank 0: ", s.message()));
+  }
+}
+
+absl::Status DistributedDataParallel::Impl::broadcast_buffers() {
+  if (buffers.empty() || pg->size() == 1) return absl::OkStatus();
+  // One broadcast per dtype: the buffers flattened into one tensor.
+  std::map<c10::ScalarType, std::vector<at::Tensor>> by_dtype;
+  for (const Buf& b : buffers) by_dtype[b.tensor.scalar_type()].push_back(b.tensor);
+  for (auto& [dtype, tensors] : by_dtype) {
+    std::vector<at::Tensor> flat_parts;
+    for (const at::Tensor& t : tensors) flat_parts.push_back(t.reshape({-1}));
+    at::Tensor flat = at::cat(flat_parts);
+    absl::StatusOr<Tensor> shared = borrow(flat, "buffers");
+    if (!shared.ok()) return shared.status();
+    BroadcastOptions o;
+    o.root_rank = 0;
+    if (absl::Status s = pg->broadcast({*shared}, o)->wait(); !s.ok()) return s;
+    int64_t at = 0;
+    for (const at::Tensor& t : tensors) {
+      ::torch::NoGradGuard no_grad;
+      t.view({-1}).copy_(flat.narrow(0, at, t.numel()));
+      at += t.numel();
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel::create(
+    std::shared_ptr<::torch::nn::Module> module, std::shared_ptr<ProcessGroup> pg,
+    const DDPOptions& options) {
+  if (module == nullptr) return absl::InvalidArgumentError("DDP: module is null");
+  if (pg == nullptr) return absl::InvalidArgumentError("DDP: process group is null");
+  auto impl = std::make_unique<Impl>();
+  impl->module = module;
+  impl->pg = pg;
+  impl->options = options;
+  for (const auto& item : module->named_parameters(/*recurse=*/true)) {
+    Impl::Param p;
+    p.name = item.key();
+    p.tensor = item.value();
+    p.impl = p.tensor.unsafeGetTensorImpl();
+    p.data = p.tensor.data_ptr();
+    p.sizes = p.tensor.sizes().vec();
+    p.dtype = p.tensor.scalar_type();
+    p.trainable = p.tensor.requires_grad();
+    absl::StatusOr<Tensor> value = borrow(p.tensor, "DDP: parameter '" + p.name + "'");
+    if (!value.ok()) return value.status();
+    absl::StatusOr<size_t> index =
+        impl->mirror.register_parameter(p.name, *value, p.trainable);
+    if (!index.ok()) return index.status();
+    if (p.trainable && options.gradient_as_bucket_view && p.tensor.grad().defined()) {
+      // Keep the current gradient: the reducer copies it into the view.
+      absl::StatusOr<Tensor> grad =
+          borrow(p.tensor.grad(), "DDP: gradient of parameter '" + p.name + "'");
+      if (!grad.ok()) return grad.status();
+      impl->mirror.parameter(*index).grad = *grad;
+      p.grad_ref = p.tensor.grad();
+    }
+    impl->names.push_back(p.name);
+    impl->params.push_back(std::move(p));
+  }
+  for (const auto& item : module->named_buffers(/*recurse=*/true)) {
+    Impl::Buf b;
+    b.name = item.key();
+    b.tensor = item.value();
+    b.impl = b.tensor.unsafeGetTensorImpl();
+    b.data = b.tensor.data_ptr();
+    absl::StatusOr<Tensor> value = borrow(b.tensor, "DDP: buffer '" + b.name + "'");
+    if (!value.ok()) return value.status();
+    if (absl::Status s = impl->mirror.register_buffer(b.name, *value).status(); !s.ok()) return s;
+    impl->buffers.push_back(std::move(b));
+  }
+  for (const Impl::Param& p : impl->params) {
+    if (p.trainable && ::torch::autograd::impl::post_acc_grad_hooks(p.tensor) != nullptr) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "DDP: parameter '", p.name, "' already has a post-accumulate-grad hook (is the "
+          "module wrapped by another DDP?)"));
+    }
+  }
+
+  ReducerOptions ro;
+  ro.bucket_cap_mb = options.bucket_cap_mb;
+  ro.first_bucket_cap_mb = options.first_bucket_cap_mb;
+  ro.gradient_as_bucket_view = options.gradient_as_bucket_view;
+  ro.find_unused_parameters = options.find_unused_parameters;
+  ro.overlap_hook_launches = options.overlap_hook_launches;
+  {
+    // Broadcasting from rank 0 writes into the parameters: not an autograd op.
+    ::torch::NoGradGuard no_grad;
+    absl::StatusOr<std::unique_ptr<::ddpx::DistributedDataParallel>> core =
+        ::ddpx::DistributedDataParallel::create(impl->mirror, pg, ro);
+    if (!core.ok()) return core.status();
+    impl->core = std::move(*core);
+  }
+  for (Impl::Param& p : impl->params) p.grad_ref = at::Tensor();
+  if (!options.hook.empty()) {
+    absl::StatusOr<std::unique_ptr<CommHook>> hook = make_comm_hook(options.hook, pg);
+    if (!hook.ok()) return hook.status();
+    if (absl::Status s = impl->core->register_comm_hook(std::move(*hook)); !s.ok()) return s;
+  }
+  impl->point_grads_at_views();
+  impl->install_hooks();
+  return std::unique_ptr<DistributedDataParallel>(new DistributedDataParallel(std::move(impl)));
+}
+
+DistributedDataParallel::DistributedDataParallel(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)) {}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  impl_->remove_hooks();
+  impl_->core->reducer().abandon_step();
+}
+
+absl::Status DistributedDataParallel::register_comm_hook(std::unique_ptr<CommHook> hook) {
+  return impl_->core->register_comm_hook(std::move(hook));
+}
+
+absl::Status DistributedDataParallel::register_comm_hook(const std::string& spec) {
+  absl::StatusOr<std::unique_ptr<CommHook>> hook = make_comm_hook(spec, impl_->pg);
+  if (!hook.ok()) return hook.status();
+  return register_comm_hook(std::move(*hook));
+}
+
+CommHook* DistributedDataParallel::comm_hook() {
+  return const_cast<CommHook*>(impl_->core->reducer().comm_hook());
+}
+
+DistributedDataParallel::NoSyncGuard DistributedDataParallel::no_sync() {
+  return impl_->core->no_sync();
+}
+
+const ReducerStats& DistributedDataParallel::stats() const { return impl_->core->stats(); }
+
+namespace {
+constexpr char kStateMagic[8] = {'D', 'D', 'P', 'X', 'T', 'D', 'D', 'P'};
+constexpr uint32_t kStateVersion = 1;
+
+void put_u64(std::ostream& out, uint64_t v) {
+  char b[8];
+  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  out.write(b, 8);
+}
+
+bool get_u64(std::istream& in, uint64_t* v) {
+  unsigned char b[8];
+  if (!in.read(reinterpret_cast<char*>(b), 8)) return false;
+  *v = 0;
+  for (int i = 0; i < 8; ++i) *v |= uint64_t{b[i]} << (8 * i);
+  return true;
+}
+}  // namespace
+
+absl::Status DistributedDataParallel::save_state(std::ostream& out) const {
+  if (impl_->step_active) {
+    return absl::FailedPreconditionError("DDP save_state: not during backward");
+  }
+  out.write(kStateMagic, 8);
+  put_u64(out, kStateVersion);
+  std::vector<size_t> order = impl_->core->reducer().rebuilt_order();
+  put_u64(out, order.size());
+  for (size_t p : order) put_u64(out, p);
+  if (absl::Status s = impl_->core->save_hook_state(out); !s.ok()) return s;
+  if (!out) return absl::DataLossError("DDP save_state: writing the stream failed");
+  return absl::OkStatus();
+}
+
+absl::Status DistributedDataParallel::load_state(std::istream& in) {
+  if (impl_->step_active) {
+    return absl::FailedPreconditionError("DDP load_state: not during backward");
+  }
+  char magic[8];
+  uint64_t version = 0, n = 0;
+  if (!in.read(magic, 8) || memcmp(magic, kStateMagic, 8) != 0) {
+    return absl::InvalidArgumentError("DDP load_state: not a ddpx::torch DDP state (magic)");
+  }
+  if (!get_u64(in, &version) || version != kStateVersion) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DDP load_state: version ", version, ", this build reads ", kStateVersion));
+  }
+  if (!get_u64(in, &n) || n > impl_->params.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DDP load_state: bucket order of ", n, " parameters; the model has ",
+        impl_->params.size()));
+  }
+  std::vector<size_t> order(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t p = 0;
+    if (!get_u64(in, &p)) return absl::DataLossError("DDP load_state: truncated bucket order");
+    order[i] = static_cast<size_t>(p);
+  }
+  if (absl::Status s = impl_->core->reducer().restore_rebuilt_order(order); !s.ok()) {
+    return absl::Status(s.code(), absl::StrCat("DDP load_state: ", s.message()));
+  }
+  impl_->point_grads_at_views();
+  return impl_->core->load_hook_state(in);
+}
+
+int64_t DistributedDataParallel::hook_iteration() const {
+  const CommHook* hook = impl_->core->reducer().comm_hook();
+  return hook ? hook->state_iteration() : -1;
+}
+
+void DistributedDataParallel::save(::torch::serialize::OutputArchive& archive) const {
+  std::ostringstream out;
+  if (absl::Status s = save_state(out); !s.ok()) {
+    throw DDPError(absl::StrCat("ddpx DDP: saving the DDP state: ", s.message()));
+  }
+  std::string bytes = out.str();
+  at::Tensor t = at::empty({static_cast<int64_t>(bytes.size())}, at::kByte);
+  if (!bytes.empty()) memcpy(t.data_ptr(), bytes.data(), bytes.size());
+  archive.write("ddpx_state", t, /*is_buffer=*/true);
+}
+
+void DistributedDataParallel::load(::torch::serialize::InputArchive& archive) {
+  at::Tensor t;
+  if (!archive.try_read("ddpx_state", t, /*is_buffer=*/true)) {
+    throw DDPError("ddpx DDP: the archive has no ddpx_state (saved without ddp->save?)");
+  }
+  t = t.contiguous();
+  std::istringstream in(std::string(static_cast<const char*>(t.data_ptr()), t.numel()));
+  if (absl::Status s = load_state(in); !s.ok()) {
+    throw DDPError(absl::StrCat("ddpx DDP: loading the DDP state: ", s.message()));
+  }
+}
+
+const std::vector<std::string>& DistributedDataParallel::parameter_names() const {
+  return impl_->names;
+}
+
+std::vector<std::vector<std::string>> DistributedDataParallel::bucket_assignment() const {
+  std::vector<std::vector<std::string>> out;
+  for (const std::vector<size_t>& bucket : impl_->core->reducer().bucket_assignment()) {
+    std::vector<std::string> names;
+    for (size_t i : bucket) names.push_back(impl_->names[i]);
+    out.push_back(std::move(names));
+  }
+  return out;
+}
+
+::torch::nn::Module& DistributedDataParallel::module() { return *impl_->module; }
+
+const std::shared_ptr<ProcessGroup>& DistributedDataParallel::process_group() const {
+  return impl_->pg;
+}
+
+::ddpx::DistributedDataParallel& DistributedDataParallel::core() { return *impl_->core; }
+
+Join::Join(DistributedDataParallel& ddp, JoinOptions options)
+    : ddp_(ddp), join_(ddp.core(), options) {
+  ddp_.impl_->join_active = true;
+}
+
+Join::~Join() {
+  if (joined_) return;
+  absl::Status s = join();
+  if (!s.ok()) fprintf(stderr, "ddpx::torch::Join: %s\n", s.ToString().c_str());
+}
+
+absl::Status Join::join() {
+  if (joined_) return absl::FailedPreconditionError("Join::join() called twice");
+  joined_ = true;
+  absl::Status s;
+  {
+    ::torch::NoGradGuard no_grad;
+    s = join_.join();
+  }
+  ddp_.impl_->join_active = false;
+  ddp_.impl_->point_grads_at_views();  // shadow steps may have rebuilt the buckets
+  return s;
+}
+
+}  // namespace torch
+}  // namespace ddpx

@@ -1,0 +1,97 @@
+// Shared by the libtorch DDP tests: ranks as threads of the test (each with
+// a Gloo group, tests/hooks/hook_test_util.h), one torch thread per rank,
+// and the deterministic weights and batches of
+// tests/reference/torch_ddp_goldens.py.
+#ifndef DDPX_TESTS_TORCH_TORCH_TEST_UTIL_H_
+#define DDPX_TESTS_TORCH_TORCH_TEST_UTIL_H_
+
+#include <torch/nn/module.h>
+
+#include <cmath>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "process_group/process_group.h"
+#include "tests/hooks/hook_test_util.h"
+
+namespace ddpx::torch_testing {
+
+// body(rank's group) on `world` threads; each uses one torch thread, so
+// results do not depend on how many the machine has.
+inline void run_ranks(int world, const std::function<void(std::shared_ptr<ProcessGroup>)>& body) {
+  testing::run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+    at::set_num_threads(1);
+    body(std::move(pg));
+  });
+}
+
+// torch_ddp_goldens.py's init_value: element i of parameter k.
+inline double init_value(int64_t k, int64_t i, const std::string& name,
+                         const std::vector<int64_t>& shape) {
+  const double v = static_cast<double>((i * 37 + k * 11) % 29 - 14) / 14.0;
+  if (shape.size() > 1) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    return v / std::sqrt(static_cast<double>(numel / shape[0]));
+  }
+  if (name.size() >= 6 && name.compare(name.size() - 6, 6, "weight") == 0) return 1.0 + 0.1 * v;
+  return 0.1 * v;
+}
+
+// Sets every parameter of `module` by init_value (named_parameters order).
+inline void init_parameters(::torch::nn::Module& module) {
+  ::torch::NoGradGuard no_grad;
+  int64_t k = 0;
+  for (const auto& item : module.named_parameters()) {
+    at::Tensor p = item.value();
+    std::vector<int64_t> shape = p.sizes().vec();
+    at::Tensor v = at::empty({p.numel()}, at::kDouble);
+    double* d = v.data_ptr<double>();
+    for (int64_t i = 0; i < p.numel(); ++i) d[i] = init_value(k, i, item.key(), shape);
+    p.copy_(v.to(at::kFloat).view(p.sizes()));
+    ++k;
+  }
+}
+
+// torch_ddp_goldens.py's batch(step, rank): [batch, 1, side, side] images
+// and labels.
+inline std::pair<at::Tensor, at::Tensor> golden_batch(int64_t batch, int64_t side, int64_t step,
+                                                      int rank) {
+  const int64_t n = batch * side * side;
+  at::Tensor x = at::empty({n}, at::kDouble);
+  double* d = x.data_ptr<double>();
+  for (int64_t j = 0; j < n; ++j) d[j] = static_cast<double>((j * 13 + step * 7 + rank * 5) % 23 - 11) / 11.0;
+  at::Tensor y = at::empty({batch}, at::kLong);
+  for (int64_t b = 0; b < batch; ++b) y.data_ptr<int64_t>()[b] = (b * 3 + step + 2 * rank) % 10;
+  return {x.to(at::kFloat).view({batch, 1, side, side}), y};
+}
+
+// Every parameter's gradient flattened, in named_parameters order.
+inline std::vector<float> flat_grads(::torch::nn::Module& module) {
+  std::vector<float> out;
+  for (const at::Tensor& p : module.parameters()) {
+    at::Tensor g = p.grad().defined() ? p.grad().contiguous() : at::zeros_like(p);
+    const float* f = g.data_ptr<float>();
+    out.insert(out.end(), f, f + g.numel());
+  }
+  return out;
+}
+
+inline std::vector<float> flat_parameters(::torch::nn::Module& module) {
+  std::vector<float> out;
+  for (const at::Tensor& p : module.parameters()) {
+    at::Tensor c = p.detach().contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  for (const at::Tensor& b : module.buffers()) {
+    at::Tensor c = b.detach().to(at::kFloat).contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
+}  // namespace ddpx::torch_testing
+
+#endif  // DDPX_TESTS_TORCH_TORCH_TEST_UTIL_H_
