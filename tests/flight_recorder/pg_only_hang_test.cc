@@ -33,7 +33,8 @@ TEST(PgOnlyHang, RankStoppedWithSigstop) {
   ScenarioResult r = run_scenario(s);
   expect_scenario(s, r, "VERDICT kind=straggler ranks=2 group=default_pg seq=5 op=allreduce");
   for (int rank : {0, 1, 3}) {
-    EXPECT_NE(r.ranks[rank].output.find("timed out after 3 s: no data from rank 2"),
+    EXPECT_NE(r.ranks[rank].output.find(
+                  absl::StrCat("timed out after ", kOpTimeoutS, " s: no data from rank 2")),
               std::string::npos)
         << r.ranks[rank].output;
   }
