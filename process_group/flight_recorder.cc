@@ -3,10 +3,12 @@
 #include <immintrin.h>
 #include <sched.h>
 #include <time.h>
+#include <x86intrin.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -17,10 +19,45 @@
 namespace ddpx {
 namespace {
 
-int64_t now_ns() {
+int64_t monotonic_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+bool invariant_tsc() {
+  const char* forced = std::getenv("DDPX_TRACE_CLOCK");
+  if (forced != nullptr && std::string(forced) == "monotonic") return false;
+  FILE* f = fopen("/proc/cpuinfo", "r");
+  if (f == nullptr) return false;
+  char line[4096];
+  bool constant = false, nonstop = false;
+  while (fgets(line, sizeof(line), f) != nullptr) {
+    if (strncmp(line, "flags", 5) != 0) continue;
+    constant = strstr(line, " constant_tsc") != nullptr;
+    nonstop = strstr(line, " nonstop_tsc") != nullptr;
+    break;
+  }
+  fclose(f);
+  return constant && nonstop;
+}
+
+// Where the clock started: (ticks, CLOCK_MONOTONIC ns) read together.
+struct ClockBase {
+  bool tsc;
+  int64_t ticks0;
+  int64_t ns0;
+};
+
+const ClockBase& clock_base() {
+  static const ClockBase base = [] {
+    ClockBase b;
+    b.tsc = invariant_tsc();
+    b.ns0 = monotonic_ns();
+    b.ticks0 = b.tsc ? static_cast<int64_t>(__rdtsc()) : b.ns0;
+    return b;
+  }();
+  return base;
 }
 
 thread_local const TraceSite* t_site = nullptr;
@@ -59,6 +96,29 @@ const char* trace_state_name(TraceState state) {
     case TraceState::kCancelled: return "cancelled";
   }
   return "unknown";
+}
+
+int64_t TraceClock::now() {
+  return clock_base().tsc ? static_cast<int64_t>(__rdtsc()) : monotonic_ns();
+}
+
+bool TraceClock::uses_tsc() { return clock_base().tsc; }
+
+TraceClock::ToNs TraceClock::converter() {
+  const ClockBase& base = clock_base();
+  ToNs c;
+  c.ticks0 = base.ticks0;
+  c.ns0 = base.ns0;
+  if (!base.tsc) return c;
+  int64_t ns = monotonic_ns();
+  if (ns - base.ns0 < 20'000'000) {  // too short a span for a good rate
+    std::this_thread::sleep_for(std::chrono::nanoseconds(20'000'000 - (ns - base.ns0)));
+  }
+  const int64_t ticks = static_cast<int64_t>(__rdtsc());
+  ns = monotonic_ns();
+  c.ns_per_tick = ticks > base.ticks0 ? static_cast<double>(ns - base.ns0) / (ticks - base.ticks0)
+                                      : 1.0;
+  return c;
 }
 
 void TraceOp::add(const Tensor& tensor) {
@@ -169,16 +229,22 @@ void FlightRecorder::lock(Slot& slot) {
   }
 }
 
-template <typename Fn>
-bool FlightRecorder::update(uint64_t id, Fn fn) {
+FlightRecorder::Slot* FlightRecorder::slot_of(uint64_t id) const {
   Ring* ring = ring_.load(std::memory_order_acquire);
-  if (ring->capacity == 0 || id == 0) return false;
+  if (ring->capacity == 0 || id == 0) return nullptr;
   Slot& slot = ring->slots[id % ring->capacity];
+  return slot.id.load(std::memory_order_acquire) == id ? &slot : nullptr;
+}
+
+TraceEntry FlightRecorder::read_slot(Slot& slot) {
   lock(slot);
-  const bool mine = slot.entry.id == id;
-  if (mine) fn(slot.entry);
+  TraceEntry e = slot.entry;
+  e.state = static_cast<TraceState>(slot.state.load(std::memory_order_acquire));
+  e.id = slot.id.load(std::memory_order_relaxed);
+  e.started_ns = slot.started.load(std::memory_order_relaxed);
+  e.ended_ns = slot.ended.load(std::memory_order_relaxed);
   unlock(slot);
-  return mine;
+  return e;
 }
 
 std::shared_ptr<TraceGroup> FlightRecorder::attach_group(const std::shared_ptr<Store>& store,
@@ -270,22 +336,22 @@ TraceHandle FlightRecorder::record(TraceGroup& group, OpType op, const TraceOp& 
   h.p2p = p2p;
   h.timeout = timeout;
   h.id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  const int64_t now = now_ns();
+  const int64_t now = TraceClock::now();
   const TraceSite* site = t_site;
   Slot& slot = ring->slots[h.id % ring->capacity];
   lock(slot);
+  slot.id.store(0, std::memory_order_relaxed);  // updates for the op it held stop here
+  slot.started.store(0, std::memory_order_relaxed);
+  slot.ended.store(0, std::memory_order_relaxed);
+  slot.state.store(static_cast<uint8_t>(TraceState::kEnqueued), std::memory_order_relaxed);
   TraceEntry& e = slot.entry;
-  e.id = h.id;
   e.group = h.group;
   e.seq = h.seq;
   e.op = op;
   e.p2p = p2p;
-  e.state = TraceState::kEnqueued;
   e.args = args;
   e.timeout_ms = timeout.count();
   e.enqueued_ns = now;
-  e.started_ns = 0;
-  e.ended_ns = 0;
   if (site != nullptr) {
     strncpy(e.site, site->what(), sizeof(e.site) - 1);
     e.site[sizeof(e.site) - 1] = '\0';
@@ -296,36 +362,43 @@ TraceHandle FlightRecorder::record(TraceGroup& group, OpType op, const TraceOp& 
     e.site_bucket = -1;
     e.site_step = -1;
   }
+  slot.id.store(h.id, std::memory_order_release);
   unlock(slot);
+  // The next op's slot, for writing: it is cold (the ring is larger than
+  // the caches keep for it), and the op about to run gives the fetch time.
+  const Slot* next = &ring->slots[(h.id + 1) % ring->capacity];
+  for (size_t off = 0; off < sizeof(Slot); off += 64) {
+    __builtin_prefetch(reinterpret_cast<const char*>(next) + off, 1, 3);
+  }
   return h;
 }
 
 void FlightRecorder::started(const TraceHandle& h) {
   if (!h) return;
-  const int64_t now = now_ns();
-  update(h.id, [&](TraceEntry& e) {
-    if (e.state == TraceState::kEnqueued) e.state = TraceState::kStarted;
-    e.started_ns = now;
-  });
+  Slot* slot = slot_of(h.id);
+  if (slot == nullptr) return;
+  slot->started.store(TraceClock::now(), std::memory_order_relaxed);
+  // Start and completion come from the thread running the op, in order.
+  if (slot->state.load(std::memory_order_relaxed) == static_cast<uint8_t>(TraceState::kEnqueued)) {
+    slot->state.store(static_cast<uint8_t>(TraceState::kStarted), std::memory_order_release);
+  }
+}
+
+void FlightRecorder::finish(const TraceHandle& h, TraceState state) {
+  Slot* slot = slot_of(h.id);
+  if (slot == nullptr) return;
+  slot->ended.store(TraceClock::now(), std::memory_order_relaxed);
+  slot->state.store(static_cast<uint8_t>(state), std::memory_order_release);
 }
 
 void FlightRecorder::completed(const TraceHandle& h) {
-  if (!h) return;
-  const int64_t now = now_ns();
-  update(h.id, [&](TraceEntry& e) {
-    e.state = TraceState::kCompleted;
-    e.ended_ns = now;
-  });
+  if (h) finish(h, TraceState::kCompleted);
 }
 
 absl::Status FlightRecorder::failed(const TraceHandle& h, absl::Status error) {
   if (!h || error.ok()) return error;
-  const int64_t now = now_ns();
   const bool cancelled = error.code() == absl::StatusCode::kCancelled;
-  update(h.id, [&](TraceEntry& e) {
-    e.state = cancelled ? TraceState::kCancelled : TraceState::kFailed;
-    e.ended_ns = now;
-  });
+  finish(h, cancelled ? TraceState::kCancelled : TraceState::kFailed);
   if (cancelled) return error;
   // Refusals of the arguments are this rank's own business: recorded in the
   // entry, reported as they are, nobody else asked. (Ranks that disagree on
@@ -400,15 +473,15 @@ std::string FlightRecorder::describe_state(int32_t group) const {
   Ring* ring = ring_.load(std::memory_order_acquire);
   TraceEntry last;
   for (size_t i = 0; i < ring->capacity; ++i) {
-    Slot& slot = ring->slots[i];
-    lock(slot);
-    if (slot.entry.id != 0 && slot.entry.group == group && slot.entry.id > last.id) {
-      last = slot.entry;
-    }
-    unlock(slot);
+    TraceEntry e = read_slot(ring->slots[i]);
+    if (e.id != 0 && e.group == group && e.id > last.id) last = e;
   }
   if (last.id == 0) return "no op recorded";
-  const int64_t now = now_ns();
+  const TraceClock::ToNs to_ns = TraceClock::converter();
+  last.enqueued_ns = to_ns(last.enqueued_ns);
+  last.started_ns = to_ns(last.started_ns);
+  last.ended_ns = to_ns(last.ended_ns);
+  const int64_t now = monotonic_ns();
   const std::string what = absl::StrCat(op_type_name(last.op), " #", last.seq);
   switch (last.state) {
     case TraceState::kEnqueued:
@@ -432,13 +505,17 @@ FlightRecorder::Snapshot FlightRecorder::snapshot() const {
   s.capacity = ring->capacity;
   s.entries.reserve(ring->capacity);
   for (size_t i = 0; i < ring->capacity; ++i) {
-    Slot& slot = ring->slots[i];
-    lock(slot);
-    if (slot.entry.id != 0) s.entries.push_back(slot.entry);
-    unlock(slot);
+    TraceEntry e = read_slot(ring->slots[i]);
+    if (e.id != 0) s.entries.push_back(e);
   }
   std::sort(s.entries.begin(), s.entries.end(),
             [](const TraceEntry& a, const TraceEntry& b) { return a.id < b.id; });
+  const TraceClock::ToNs to_ns = TraceClock::converter();
+  for (TraceEntry& e : s.entries) {
+    e.enqueued_ns = to_ns(e.enqueued_ns);
+    e.started_ns = to_ns(e.started_ns);
+    e.ended_ns = to_ns(e.ended_ns);
+  }
   s.recorded = next_id_.load(std::memory_order_relaxed) - 1;
   std::vector<std::shared_ptr<TraceGroup>> keep;  // released after the lock
   std::lock_guard<std::mutex> lock(mu_);

@@ -82,7 +82,8 @@ struct TraceEntry {
   TraceState state = TraceState::kEnqueued;
   TraceOp args;
   int64_t timeout_ms = 0;
-  // CLOCK_MONOTONIC nanoseconds; 0 when it has not happened (yet).
+  // CLOCK_MONOTONIC nanoseconds (in snapshots); 0 when it has not happened
+  // (yet).
   int64_t enqueued_ns = 0;
   int64_t started_ns = 0;
   int64_t ended_ns = 0;
@@ -280,8 +281,17 @@ class FlightRecorder {
   static constexpr size_t kKeptErrors = 64;
 
  private:
-  struct Slot {
+  // The op's arguments are written once, by record() under `busy`; its
+  // progress (start, end, state) afterwards without the lock by whichever
+  // thread runs the op, as atomics, after checking `id` (a slot overwritten
+  // in the meantime, 'capacity' ops later, is left alone). Timestamps are
+  // TraceClock ticks; snapshots convert them.
+  struct alignas(64) Slot {
     std::atomic<uint32_t> busy{0};
+    std::atomic<uint64_t> id{0};
+    std::atomic<int64_t> started{0};
+    std::atomic<int64_t> ended{0};
+    std::atomic<uint8_t> state{0};
     TraceEntry entry;
   };
   struct Ring {
@@ -291,10 +301,11 @@ class FlightRecorder {
   };
   static void lock(Slot& slot);
   static void unlock(Slot& slot) { slot.busy.store(0, std::memory_order_release); }
-  // Runs fn(entry) under the slot's lock when it still holds `id`; false if
-  // it was overwritten (or recording is off).
-  template <typename Fn>
-  bool update(uint64_t id, Fn fn);
+  // The slot of `id` while it still holds it, else null.
+  Slot* slot_of(uint64_t id) const;
+  // A copy of the slot's entry, progress included, in ticks; id 0 if empty.
+  static TraceEntry read_slot(Slot& slot);
+  void finish(const TraceHandle& handle, TraceState state);
   void group_gone(int32_t index);
   std::string group_name_locked(int32_t index) const;
 
@@ -343,6 +354,27 @@ std::shared_ptr<Work> launch_traced(TraceGroup& group, OpType op, const TraceOp&
   }
   return work;
 }
+
+// The recorder's clock: the CPU's time-stamp counter where it is invariant
+// (constant_tsc and nonstop_tsc: a read costs a third of clock_gettime's),
+// else CLOCK_MONOTONIC; DDPX_TRACE_CLOCK=monotonic forces the latter.
+// Entries keep ticks; to_ns turns them into CLOCK_MONOTONIC nanoseconds.
+class TraceClock {
+ public:
+  static int64_t now();
+  // A conversion for many ticks at once (calibrated against
+  // CLOCK_MONOTONIC over the process's life so far, at least 20 ms).
+  struct ToNs {
+    int64_t ticks0 = 0;
+    int64_t ns0 = 0;
+    double ns_per_tick = 1.0;
+    int64_t operator()(int64_t ticks) const {
+      return ticks == 0 ? 0 : ns0 + static_cast<int64_t>((ticks - ticks0) * ns_per_tick);
+    }
+  };
+  static ToNs converter();
+  static bool uses_tsc();
+};
 
 // "3 s", "1500 ms".
 std::string format_timeout(std::chrono::milliseconds timeout);

@@ -418,11 +418,13 @@ void TraceService::Impl::run_exchange(Store& store, Exchange& job) {
       pending.push_back(peer);
     }
   }
+  bool store_gone = false;
   while (!pending.empty()) {
     std::vector<int> still;
     for (int peer : pending) {
       const std::string key = absl::StrCat(kStatePrefix, peer);
       absl::StatusOr<bool> has = group_store->check({key});
+      store_gone |= !has.ok();
       if (has.ok() && *has) {
         absl::StatusOr<std::string> v = group_store->get_string(key, std::chrono::seconds(1));
         int64_t their_request = 0;
@@ -436,12 +438,13 @@ void TraceService::Impl::run_exchange(Store& store, Exchange& job) {
       still.push_back(peer);
     }
     pending.swap(still);
-    if (pending.empty() || Clock::now() >= job.deadline) break;
+    if (pending.empty() || store_gone || Clock::now() >= job.deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   for (int peer : pending) {
-    answers[peer] = absl::StrCat("no answer within ", format_timeout(kPeerStateWait),
-                                 " (stopped, hung or dead)");
+    answers[peer] = store_gone ? "unknown (the store stopped answering)"
+                               : absl::StrCat("no answer within ", format_timeout(kPeerStateWait),
+                                              " (stopped, hung or dead)");
   }
   for (const auto& [peer, state] : answers) {
     job.lines.push_back(absl::StrCat("rank ", peer, ": ", state));

@@ -115,9 +115,12 @@ absl::Status Channel::fail(absl::Status status, int culprit) {
   return status;
 }
 
-absl::Status Channel::give_up_if_abandoned(int peer, const Deadline& deadline) {
+absl::Status Channel::give_up_if_abandoned(int peer, uint32_t step, const Deadline& deadline) {
   const uint32_t word = controls_[peer]->abandoned.value.load(std::memory_order_acquire);
   if (word == 0) return absl::OkStatus();
+  // It posted `step` before it gave up (a peer posts, then waits): its part
+  // of this step is done, and the op goes on (to compare what it runs).
+  if (reached(peer, step)) return absl::OkStatus();
   const bool known = word != kNoCulprit;
   absl::Status s = absl::UnavailableError(absl::StrCat(
       "rank ", peer, " gave up on the shared-memory path",
@@ -200,7 +203,7 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
     if (reached(peer, step)) return absl::OkStatus();
     sched_yield();
   }
-  if (absl::Status s = give_up_if_abandoned(peer, deadline); !s.ok()) return s;
+  if (absl::Status s = give_up_if_abandoned(peer, step, deadline); !s.ok()) return s;
   std::atomic<uint32_t>& signal = controls_[peer]->signal.value;
   std::atomic<uint32_t>& sleepers = controls_[peer]->sleepers.value;
   for (;;) {
@@ -234,7 +237,7 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
     }
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(peer, step)) return absl::OkStatus();
-    if (absl::Status s = give_up_if_abandoned(peer, deadline); !s.ok()) return s;
+    if (absl::Status s = give_up_if_abandoned(peer, step, deadline); !s.ok()) return s;
     if (process_exited(peers_[peer])) {
       absl::Status s = absl::UnavailableError(absl::StrCat(
           "rank ", peer, " (pid ", peers_[peer].pid,

@@ -117,7 +117,7 @@ class Channel {
   absl::Status fail(absl::Status status, int culprit);
   // When `peer` gave up on the channel, fails this rank's too (naming the
   // rank that peer waited for) and returns the error; else ok.
-  absl::Status give_up_if_abandoned(int peer, const Deadline& deadline);
+  absl::Status give_up_if_abandoned(int peer, uint32_t step, const Deadline& deadline);
 
   const int rank_;
   const int size_;
