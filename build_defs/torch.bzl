@@ -16,7 +16,9 @@ thread's free, or torch's lazily created CPU generator), and a suppression
 by library would also hide races in ddpx's autograd hooks, which run under
 libtorch frames. An instrumented libtorch (built from source with
 -fsanitize=thread) would be needed. ASan and UBSan (--config=asan) work with
-the uninstrumented library and run these tests.
+the uninstrumented library and run these tests. Under --config=cuda they are
+skipped too: the wrapper takes CPU modules only, so that build would compile
+the same code a second time.
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library", "cc_test")
@@ -57,10 +59,20 @@ def not_under_tsan():
         "//conditions:default": [],
     })
 
+def not_under_cuda():
+    """target_compatible_with value: incompatible under --config=cuda (the
+    libtorch wrapper takes CPU modules; that build would recompile the same
+    code)."""
+    return select({
+        "//build_defs:cuda": ["//build_defs:libtorch_targets_are_cpu_only"],
+        "//conditions:default": [],
+    })
+
 def _torch_kwargs(kwargs, executable = False):
     kwargs["copts"] = TORCH_COPTS + kwargs.get("copts", [])
     kwargs["deps"] = kwargs.get("deps", []) + ["@torch//:libtorch"]
-    kwargs["target_compatible_with"] = not_under_tsan() + kwargs.get("target_compatible_with", [])
+    kwargs["target_compatible_with"] = (not_under_tsan() + not_under_cuda() +
+                                        kwargs.get("target_compatible_with", []))
     if executable:
         kwargs["linkopts"] = TORCH_EXECUTABLE_LINKOPTS + kwargs.get("linkopts", [])
     return kwargs
