@@ -189,6 +189,9 @@ absl::StatusOr<size_t> Reducer::variable_of(size_t param_index, const char* what
 absl::Status Reducer::start_step() {
   step_syncs_ = require_grad_sync_;
   marked_.assign(variables_.size(), false);
+  // A step that failed or was abandoned before the rebuild leaves a partial
+  // ready order; record it afresh (else it never has every variable once).
+  if (!rebuilt_ && step_syncs_) ready_order_.clear();
   next_to_launch_ = 0;
   unused_this_step_ = 0;
   active_ranks_ = pg_->size();

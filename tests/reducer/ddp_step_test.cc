@@ -54,6 +54,62 @@ TEST(DdpStep, BucketsAreRebuiltOnceFromRank0sReadyOrder) {
   for (size_t i = 0; i < reference.size(); ++i) EXPECT_NEAR(finals[0][i], reference[i], 2e-5);
 }
 
+// For checkpoints: the rebuilt layout can be read back and restored in a
+// fresh reducer, which then skips its own rebuild.
+TEST(DdpStep, RebuiltOrderRestoresTheSameBuckets) {
+  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+    std::vector<size_t> order = {M::kW1, M::kB1, M::kW2, M::kB2};
+    ModelParameters params;
+    RegressionModel model(params, kIn, kHidden, kOut, 1000);
+    auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
+    EXPECT_TRUE(ddp->reducer().rebuilt_order().empty());
+    ASSERT_TRUE(ddp_train_step(model, *ddp, rank_batch(0, rank, 2, 2), true, order).ok());
+    const std::vector<size_t> saved = ddp->reducer().rebuilt_order();
+    EXPECT_THAT(saved, ElementsAre(M::kW1, M::kB1, M::kW2, M::kB2));
+
+    ModelParameters params2;
+    RegressionModel model2(params2, kIn, kHidden, kOut, 1000);
+    auto fresh = DistributedDataParallel::create(params2, pg, small_buckets()).value();
+    Reducer& r = fresh->reducer();
+    EXPECT_THAT(r.restore_rebuilt_order({M::kW1, M::kB1}).message(), HasSubstr("has 2 parameters"));
+    EXPECT_THAT(r.restore_rebuilt_order({M::kW1, M::kW1, M::kW2, M::kB2}).message(),
+                HasSubstr("appears twice"));
+    ASSERT_TRUE(r.restore_rebuilt_order(saved).ok());
+    EXPECT_EQ(r.bucket_assignment(), ddp->reducer().bucket_assignment());
+    EXPECT_TRUE(r.buckets_rebuilt());
+    // Ranks mark in another order now; the layout stays.
+    std::vector<size_t> other = {M::kB2, M::kW2, M::kB1, M::kW1};
+    ASSERT_TRUE(ddp_train_step(model2, *fresh, rank_batch(1, rank, 2, 2), true, other).ok());
+    EXPECT_FALSE(fresh->stats().buckets_rebuilt);
+    EXPECT_EQ(r.bucket_assignment(), ddp->reducer().bucket_assignment());
+  });
+}
+
+// A backward pass cut short: abandon_step drains what was launched, sends
+// nothing more, and the next step works.
+TEST(DdpStep, AbandonedStepLeavesTheReducerUsable) {
+  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+    ModelParameters params;
+    RegressionModel model(params, kIn, kHidden, kOut, 1000);
+    auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
+    Reducer& r = ddp->reducer();
+    r.abandon_step();  // outside a step: nothing
+    // Both ranks mark the first bucket ({b2, w2}), which launches, then stop.
+    ASSERT_TRUE(ddp->mark_ready(M::kB2).ok());
+    ASSERT_TRUE(ddp->mark_ready(M::kW2).ok());
+    EXPECT_TRUE(r.in_step());
+    r.abandon_step();
+    EXPECT_FALSE(r.in_step());
+    params.zero_grad();
+    std::vector<size_t> order = {M::kB2, M::kW2, M::kB1, M::kW1};
+    absl::Status s = ddp_train_step(model, *ddp, rank_batch(0, rank, 2, 2), true, order);
+    EXPECT_TRUE(s.ok()) << s;
+    EXPECT_EQ(ddp->stats().step, 1u);
+    // The abandoned step's partial ready order does not block the rebuild.
+    EXPECT_TRUE(ddp->stats().buckets_rebuilt);
+  });
+}
+
 TEST(DdpStep, RebuildKeepsGradientViewsInPlace) {
   rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
