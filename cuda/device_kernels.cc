@@ -47,6 +47,36 @@ absl::Status quantize_sizes(const char* what, int64_t n, int64_t chunk, const Te
 
 }  // namespace
 
+absl::Status DeviceKernels::cast_scaled(const Tensor& src, float divisor, const Tensor& dst) {
+  if (divisor == 1.0f) return cast(src, dst);
+  if (absl::Status s = check_cast(src, dst); !s.ok()) return s;
+  absl::StatusOr<Tensor> scaled = Tensor::empty({src.numel()}, DType::kFloat32, src.device());
+  if (!scaled.ok()) return scaled.status();
+  if (absl::Status s = copy(src.flatten(), *scaled); !s.ok()) return s;
+  if (absl::Status s = divide(*scaled, divisor); !s.ok()) return s;
+  return cast(*scaled, dst.flatten());
+}
+
+absl::StatusOr<int> DeviceKernels::orthogonalize_counting(const Tensor& matrices, float epsilon) {
+  if (absl::Status s = orthogonalize(matrices, epsilon); !s.ok()) return s;
+  return -1;
+}
+
+absl::Status DeviceKernels::add_then_matmul(const Tensor& m, const Tensor& input,
+                                            const Tensor& q, const Tensor& p) {
+  if (absl::Status s = add_scaled(m.flatten(), 1.0f, input.flatten(), m.flatten()); !s.ok()) {
+    return s;
+  }
+  return matmul(m, false, q, false, p);
+}
+
+absl::Status DeviceKernels::matmul_then_subtract(const Tensor& p, const Tensor& q,
+                                                 const Tensor& out, const Tensor& error) {
+  if (absl::Status s = matmul(p, false, q, true, out); !s.ok()) return s;
+  if (!error.defined()) return absl::OkStatus();
+  return add_scaled(error.flatten(), -1.0f, out.flatten(), error.flatten());
+}
+
 void register_device_kernels(Device::Type type, DeviceKernels* kernels) {
   std::lock_guard<std::mutex> lock(registry_mu());
   registry()[static_cast<size_t>(type)] = kernels;

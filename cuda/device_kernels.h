@@ -6,8 +6,9 @@
 //   k->cast(src, dst);
 //
 // for tensors on CUDA:i. //cuda:device_kernels_cuda registers the CUDA
-// implementation when linked (--config=cuda). The argument checks are plain
-// C++ (check_* below) so they are tested on the CPU.
+// implementation when linked (--config=cuda); hooks/host_kernels.h is the
+// implementation for CPU tensors. The argument checks are plain C++
+// (check_* below) so they are tested on the CPU.
 //
 // Every operation is asynchronous on the current stream of the tensors'
 // device (cuda/stream.h); synchronize() waits for it.
@@ -53,6 +54,27 @@ class DeviceKernels {
   virtual absl::Status copy(const Tensor& src, const Tensor& dst) = 0;
   // Waits for everything issued on `device`'s current stream.
   virtual absl::Status synchronize(Device device) = 0;
+
+  // ---- composites, for the PowerSGD pipeline (hooks/powersgd_step.h) ----
+  // The defaults (device_kernels.cc) are built from the operations above;
+  // an implementation overrides one where a single pass is faster (the
+  // host's, hooks/host_kernels.h, whose PowerSGD step is memory-bound).
+  //
+  // dst (float16/bfloat16) = src (float32) / divisor, divided in float32
+  // and rounded once; divisor 1 is cast().
+  virtual absl::Status cast_scaled(const Tensor& src, float divisor, const Tensor& dst);
+  // orthogonalize(), and how many all-zero columns it set to zeros (with
+  // epsilon 0), or -1 where the kernels cannot tell without waiting for the
+  // device (the default).
+  virtual absl::StatusOr<int> orthogonalize_counting(const Tensor& matrices, float epsilon);
+  // m += input, then p = m q: m and input [rows, cols], q [cols, rank],
+  // p [rows, rank], or batched with a leading dimension.
+  virtual absl::Status add_then_matmul(const Tensor& m, const Tensor& input, const Tensor& q,
+                                       const Tensor& p);
+  // out = p q^T (p [rows, rank], q [cols, rank], out [rows, cols], or
+  // batched), then error -= out where `error` (shaped like out) is defined.
+  virtual absl::Status matmul_then_subtract(const Tensor& p, const Tensor& q, const Tensor& out,
+                                            const Tensor& error);
 };
 
 void register_device_kernels(Device::Type type, DeviceKernels* kernels);

@@ -1,4 +1,4 @@
-// Int8 min-max quantization (seed 001) as host/device code: the byte format
+// Int8 min-max quantization (Bagua's ByteGrad) as host/device code: the byte format
 // and arithmetic of hooks/kernels/cpu_kernels.h, split into the pieces the
 // CUDA kernels run per thread. tests/cuda/quantize_math_test.cc replays a
 // whole grid on the CPU and compares the bytes with the CPU hook kernels.

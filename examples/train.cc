@@ -26,6 +26,7 @@
 #include "examples/data/fashion_mnist.h"
 #include "examples/trainer/cli.h"
 #include "examples/trainer/ddp_sync.h"
+#include "examples/trainer/fault_injection.h"
 #include "examples/trainer/init_flags.h"
 #include "examples/trainer/pg_allreduce_sync.h"
 #include "examples/trainer/trainer.h"
@@ -94,11 +95,22 @@ ABSL_FLAG(std::string, data_dir, ddpx::data::kDefaultFashionMnistDir,
           "Folder holding Fashion-MNIST's IDX .gz files.");
 ABSL_FLAG(int, blas_threads, 0, "OpenBLAS threads per rank (0: cores / local ranks).");
 ABSL_FLAG(int, timeout_s, 300, "Collective and rendezvous timeout in seconds.");
+ABSL_FLAG(std::string, trace_dir, "",
+          "Flight recorder dumps go here, one rank<R>.jsonl per rank (sets DDPX_TRACE_DIR): "
+          "when an op fails, on SIGUSR1, and when another rank's op failed. "
+          "tools/trace_analyze DIR names the culprit.");
+ABSL_FLAG(std::string, inject_fault, "",
+          "FAULT INJECTION, for tests only: rank --inject_fault_rank misbehaves at step "
+          "--inject_fault_at: skip_allreduce, wrong_count, wrong_root, sigstop, sigkill "
+          "(examples/trainer/fault_injection.h).");
+ABSL_FLAG(int, inject_fault_rank, 1, "FAULT INJECTION: the rank that misbehaves.");
+ABSL_FLAG(int64_t, inject_fault_at, 2, "FAULT INJECTION: the step it happens at.");
 
 namespace {
 
 ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::string& hook_spec,
-                                        ddpx::DDPOptions options, bool time_collectives) {
+                                        ddpx::DDPOptions options, bool time_collectives,
+                                        ddpx::trainer::InjectedFault fault) {
   return [=](ddpx::nn::Mlp& model, std::shared_ptr<ddpx::ProcessGroup> pg)
              -> absl::StatusOr<std::unique_ptr<ddpx::trainer::GradientSync>> {
     if (kind == "per_param") {
@@ -113,6 +125,7 @@ ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::stri
     if (time_collectives) pg = ddpx::trainer::TimedBackend::wrap(*pg, &timed);
     absl::StatusOr<std::unique_ptr<ddpx::CommHook>> hook = ddpx::make_comm_hook(hook_spec, pg);
     if (!hook.ok()) return hook.status();
+    if (!fault.kind.empty()) *hook = ddpx::trainer::inject_fault(std::move(*hook), fault, pg);
     return ddpx::trainer::make_ddp_sync(model.parameters(), std::move(pg), options,
                                         std::move(*hook), std::move(timed));
   };
@@ -150,6 +163,16 @@ int main(int argc, char** argv) {
     return 2;
   }
   init.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+  if (const std::string dir = absl::GetFlag(FLAGS_trace_dir); !dir.empty()) {
+    setenv("DDPX_TRACE_DIR", dir.c_str(), 1);  // read by init_process_group
+  }
+  ddpx::trainer::InjectedFault fault{absl::GetFlag(FLAGS_inject_fault),
+                                     absl::GetFlag(FLAGS_inject_fault_rank),
+                                     absl::GetFlag(FLAGS_inject_fault_at)};
+  if (absl::Status s = ddpx::trainer::check_fault_kind(fault.kind); !s.ok()) {
+    fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
+    return 2;
+  }
   // The Gloo backend (and every group built later) reads it from there.
   if (const std::string iface = absl::GetFlag(FLAGS_iface); !iface.empty()) {
     setenv("DDPX_GLOO_SOCKET_IFNAME", iface.c_str(), 1);
@@ -220,7 +243,7 @@ int main(int argc, char** argv) {
   ddp_options.gradient_as_bucket_view = absl::GetFlag(FLAGS_gradient_as_bucket_view);
   absl::StatusOr<ddpx::trainer::TrainSummary> summary = ddpx::trainer::train(
       config, *pg, sync_factory(absl::GetFlag(FLAGS_sync), config.hook, ddp_options,
-                                !config.comm_trace.empty()));
+                                !config.comm_trace.empty(), fault));
   if (!summary.ok()) {
     fprintf(stderr, "train: rank %d: %s\n", (*pg)->rank(), summary.status().ToString().c_str());
     return 1;

@@ -1,6 +1,7 @@
-// batched_powerSGD_hook (seed 002): the bucket's flat buffer, zero-padded to
-// a side x side square (side = ceil(sqrt(numel))), compressed as one matrix
-// with one P/Q pair per bucket; the result is truncated back to the bucket.
+// batched_powerSGD_hook (PyTorch's "DDP Communication Hooks", PowerSGD): the
+// bucket's flat buffer, zero-padded to a side x side square
+// (side = ceil(sqrt(numel))), compressed as one matrix with one P/Q pair per
+// bucket; the result is truncated back to the bucket.
 // The error feedback covers the padded square, as in torch.
 #ifndef DDPX_HOOKS_BATCHED_POWERSGD_HOOK_H_
 #define DDPX_HOOKS_BATCHED_POWERSGD_HOOK_H_
@@ -18,9 +19,6 @@ class BatchedPowerSGDHook : public PowerSGDHookBase {
 
  protected:
   std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) override;
-
- private:
-  std::shared_ptr<Future<Tensor>> run_on_device(GradBucket& bucket);
 };
 
 }  // namespace ddpx

@@ -119,9 +119,20 @@ int64_t ChunkLayout::length(int c) const {
   return std::min(numel, (c + 1) * chunk) - begin(c);
 }
 
-std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group_ref, Tensor data,
-                                                 HookStatsCounter* counter) {
-  ProcessGroup* group = &group_ref;
+Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout) {
+  return *quantize_chunks(data, layout, nullptr);
+}
+
+Tensor bytegrad_average_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank) {
+  return *reduce_own_chunk(received, layout, rank, nullptr);
+}
+
+void bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data) {
+  decode_all(gathered, layout, data, nullptr).IgnoreError();  // fails on devices only
+}
+
+std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> group,
+                                                 Tensor data, HookStatsCounter* counter) {
   const int world = group->size();
   const int rank = group->rank();
   const ChunkLayout layout(data.numel(), world);

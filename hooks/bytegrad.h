@@ -1,5 +1,6 @@
-// Bagua's ByteGrad exchange (seed 001): averaging a float32 buffer over a
-// group while only 8-bit codes cross the network.
+// Bagua's ByteGrad exchange (Bagua's "Low Precision Stochastic Gradient"
+// documentation; Gan et al., "BAGUA", VLDB 2022): averaging a float32 buffer
+// over a group while only 8-bit codes cross the network.
 //
 //   1. split the buffer into one chunk per rank (chunk c: elements
 //      [c*k, min(n, (c+1)*k)), k = ceil(n / p));
@@ -40,13 +41,21 @@ struct ChunkLayout {
 // steps 2, 3's sums and 5 run there, the division and re-quantization of the
 // own n/p values on the host) over `group` as above; the future
 // completes with `data` itself overwritten by the average. `counter`, if
-// set, gets the traffic. `group` and `counter` must outlive the future: the
-// callbacks run on the backend's threads and hold no reference to the group,
-// since a group released there would join its own thread. A group of one
+// set, gets the traffic before this returns. The callbacks, which run on the
+// backend's threads, hold `group` until the exchange is done. A group of one
 // rank quantizes and decodes locally, so the result has the same error
 // either way.
-std::shared_ptr<Future<Tensor>> bytegrad_average(ProcessGroup& group, Tensor data,
-                                                 HookStatsCounter* counter);
+// The exchange's local steps on CPU buffers, for a caller that pipelines
+// several exchanges over one group and issues the collectives itself (the
+// hierarchical int8 hook): step 2's send buffer (one record per chunk), steps
+// 3-4 (this rank's chunk averaged over the received records and quantized
+// again: one record) and step 5 (every gathered record decoded into `data`).
+Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout);
+Tensor bytegrad_average_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank);
+void bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data);
+
+std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> group,
+                                                 Tensor data, HookStatsCounter* counter);
 
 }  // namespace ddpx
 

@@ -1,5 +1,6 @@
-// The communication hook interface (seed 000): DDP hands each full bucket to
-// a hook, which returns a future of the bucket's averaged gradients.
+// The communication hook interface (PyTorch's "DDP Communication Hooks",
+// https://pytorch.org/docs/stable/ddp_comm_hooks.html): DDP hands each full
+// bucket to a hook, which returns a future of the bucket's averaged gradients.
 //
 // In torch a hook is a function plus a `state` object; here the state lives
 // in the hook object, and FunctionHook adapts a plain function.

@@ -1,4 +1,5 @@
-// The stateless hooks of torch's default_hooks (seed 003), and noop.
+// The stateless hooks of torch's default_hooks (PyTorch's "DDP Communication
+// Hooks" documentation), and noop.
 //
 //   allreduce  buffer /= world size, then allreduce SUM: bit for bit what DDP
 //              does with no hook (the reducer calls allreduce_average too).

@@ -1,5 +1,6 @@
 // One bucket of gradients handed to a communication hook: a flat buffer that
-// holds several gradients back to back (seed 000: GradBucket).
+// holds several gradients back to back (torch's GradBucket, PyTorch's "DDP
+// Communication Hooks" documentation).
 #ifndef DDPX_HOOKS_GRAD_BUCKET_H_
 #define DDPX_HOOKS_GRAD_BUCKET_H_
 

@@ -1,17 +1,15 @@
 #include "hooks/int8_hook.h"
 
-#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <utility>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "hooks/bucket_math.h"
 #include "hooks/bytegrad.h"
+#include "hooks/int8_pipeline.h"
 #include "hooks/kernels/cpu_kernels.h"
 #include "process_group/init.h"
-#include "store/prefix_store.h"
 
 namespace ddpx {
 namespace {
@@ -43,147 +41,34 @@ class Int8Hook : public CountingHook {
       : pg_(std::move(pg)),
         local_(std::move(local)),
         cross_(std::move(cross)),
-        hierarchical_(hierarchical) {}
+        hierarchical_(hierarchical) {
+    pipeline_ = std::make_unique<Int8Pipeline>(local_, cross_, counter_.get());
+  }
 
   std::string name() const override {
     return hierarchical_ ? "int8:hierarchical" : "int8";
   }
-  HookStats stats() const override { return counter_.snapshot(); }
+  HookStats stats() const override { return counter_->snapshot(); }
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     Tensor data = bucket.buffer();
     if (absl::Status s = check_bucket(data, local_ != nullptr); !s.ok()) {
       return Future<Tensor>::failed(s);
     }
-    counter_.add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
-    if (local_ == nullptr) return bytegrad_average(*cross_, data, &counter_);
-    return run_hierarchical(data);
+    counter_->add_call(data.nbytes(), allreduce_wire_bytes(data.nbytes(), pg_->size()));
+    // Device buckets (flat mode only) take the exchange with device kernels.
+    if (!data.device().is_cpu()) return bytegrad_average(cross_, data, counter_.get());
+    return pipeline_->submit(data);
   }
 
  private:
-  // Full precision inside the host, ByteGrad across hosts on 1/L slices:
-  //   1. reduce-scatter (SUM) inside the host: local rank j gets slice j of
-  //      the host's sum, and divides it by L (the host's average);
-  //   2. every local rank j averages its slice with its peers on the other
-  //      hosts through the quantized exchange (all L at once, each 1/L of
-  //      the bucket: the same bytes over the uplink as one leader sending
-  //      the whole bucket, in L streams instead of one);
-  //   3. allgather inside the host.
-  std::shared_ptr<Future<Tensor>> run_hierarchical(Tensor data) {
-    const int64_t local_size = local_->size();
-    const int64_t n = data.numel();
-    const int64_t slice = (n + local_size - 1) / local_size;
-    // Full-precision traffic inside the host: the reduce-scatter and the
-    // allgather.
-    const uint64_t local_wire = data.nbytes() * (local_size - 1) / local_size;
-    counter_.add_traffic(2 * data.nbytes(), 2 * local_wire);
-
-    // Per call: buckets of one step are in flight at once.
-    Tensor whole = Tensor::zeros({slice * local_size}, DType::kFloat32);
-    Tensor mine = Tensor::zeros({slice}, DType::kFloat32);
-    memcpy(whole.data(), data.data(), data.nbytes());
-    auto result = Future<Tensor>::create();
-    // Raw pointers: the hook owns the groups and outlives its futures (a
-    // group released on its own backend thread could not join that thread).
-    ProcessGroup* local = local_.get();
-    ProcessGroup* cross = cross_.get();
-    HookStatsCounter* counter = &counter_;
-    auto fail = [result](const char* step, const absl::Status& s) {
-      result->set_error(
-          absl::Status(s.code(), absl::StrCat("int8 hook (", step, "): ", s.message())));
-    };
-    auto gather = [=]() {
-      local->allgather_into_tensor(whole, mine)->get_future()->add_callback(
-          [=](Future<TensorList>& done) {
-            if (!done.status().ok()) return fail("allgather inside the host", done.status());
-            memcpy(data.data(), whole.data(), data.nbytes());
-            result->set_value(data);
-          });
-    };
-    local->reduce_scatter_tensor(mine, whole)->get_future()->add_callback(
-        [=](Future<TensorList>& reduced) {
-          if (!reduced.status().ok()) {
-            return fail("reduce-scatter inside the host", reduced.status());
-          }
-          kernels::divide(mine.data_as<float>(), slice, static_cast<float>(local_size));
-          bytegrad_average(*cross, mine, counter)->add_callback([=](Future<Tensor>& exchanged) {
-            if (!exchanged.status().ok()) return fail("exchange across hosts", exchanged.status());
-            gather();
-          });
-        });
-    return result;
-  }
-
   std::shared_ptr<ProcessGroup> pg_;
   std::shared_ptr<ProcessGroup> local_;
   std::shared_ptr<ProcessGroup> cross_;
   bool hierarchical_;
-  HookStatsCounter counter_;
+  std::shared_ptr<HookStatsCounter> counter_ = std::make_shared<HookStatsCounter>();
+  std::unique_ptr<Int8Pipeline> pipeline_;  // CPU buckets; goes before counter_
 };
-
-// Where this rank sits for hierarchical mode: its host (node), its place
-// on it, and the host and rank counts.
-struct Placement {
-  int node = 0;
-  int local_rank = 0;
-  int local_size = 1;
-  int nodes = 1;
-};
-
-// Nodes of `local` consecutive ranks (an explicit local_size, or the
-// launcher's LOCAL_WORLD_SIZE), checked to divide the group.
-absl::StatusOr<Placement> consecutive(int local, int rank, int world, const std::string& source) {
-  if (local < 1 || world % local != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "int8 hook: local size ", local, " (", source,
-        ") must be positive and divide the group size ", world));
-  }
-  return Placement{rank / local, rank % local, local, world / local};
-}
-
-// The explicit option first; else the hosts the group's backend saw at
-// rendezvous (every host must have the same number of ranks); else
-// LOCAL_WORLD_SIZE.
-absl::StatusOr<Placement> placement_of(const Int8HookOptions& options, const ProcessGroup& pg) {
-  if (options.local_size != 0) {
-    return consecutive(options.local_size, pg.rank(), pg.size(), "option local_size");
-  }
-  if (const HostTopology* t = pg.host_topology(); t != nullptr) {
-    if (!t->uniform()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "int8 hook: hierarchical mode needs the same number of ranks on every host; this "
-          "group has ", t->host_count, " hosts with different counts (pass local_size=N to "
-          "group consecutive ranks instead)"));
-    }
-    return Placement{t->host_index, t->local_rank, t->local_size, t->host_count};
-  }
-  const char* env = std::getenv("LOCAL_WORLD_SIZE");
-  if (env == nullptr) {
-    return absl::InvalidArgumentError(
-        "int8 hook: hierarchical mode needs the number of ranks per node and this group's "
-        "backend does not know its hosts: set LOCAL_WORLD_SIZE or pass local_size=N");
-  }
-  int local = 0;
-  if (!absl::SimpleAtoi(env, &local)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("int8 hook: LOCAL_WORLD_SIZE='", env, "' is not an integer"));
-  }
-  return consecutive(local, pg.rank(), pg.size(), "LOCAL_WORLD_SIZE");
-}
-
-// A group of `ranks`-many members over `pg`'s store and backend kind.
-absl::StatusOr<std::shared_ptr<ProcessGroup>> subgroup(
-    const ProcessGroup& pg, const std::string& prefix, int rank, int size) {
-  auto store = std::make_shared<PrefixStore>(prefix, pg.store());
-  absl::StatusOr<std::shared_ptr<Backend>> backend =
-      create_backend(pg.backend_name(), store, rank, size, pg.timeout());
-  if (!backend.ok()) {
-    return absl::Status(backend.status().code(),
-                        absl::StrCat("int8 hook: building subgroup ", prefix, ": ",
-                                     backend.status().message()));
-  }
-  return std::make_shared<ProcessGroup>(*backend, store, pg.timeout());
-}
 
 }  // namespace
 
@@ -193,29 +78,19 @@ absl::StatusOr<std::unique_ptr<CountingHook>> make_int8_hook(
   if (!options.hierarchical) {
     return std::unique_ptr<CountingHook>(new Int8Hook(pg, nullptr, pg, false));
   }
-  absl::StatusOr<Placement> place = placement_of(options, *pg);
-  if (!place.ok()) return place.status();
+  auto annotated = [](const absl::Status& s) {
+    return absl::Status(s.code(), absl::StrCat("int8 hook: ", s.message()));
+  };
+  absl::StatusOr<HostPlacement> place = host_placement(*pg, options.local_size);
+  if (!place.ok()) return annotated(place.status());
   if (place->local_size == 1) {
     return std::unique_ptr<CountingHook>(new Int8Hook(pg, nullptr, pg, true));
   }
-  if (pg->store() == nullptr) {
-    return absl::FailedPreconditionError(
-        "int8 hook: hierarchical mode builds subgroups from the group's store, "
-        "and this group has none");
-  }
-  // Ranks create their hooks in the same order, so the n-th hierarchical
-  // hook of every rank gets the same key prefix.
-  absl::StatusOr<int64_t> instance =
-      pg->store()->add(absl::StrCat("int8_hierarchical/count/", pg->rank()), 1);
-  if (!instance.ok()) return instance.status();
-  const std::string base = absl::StrCat("int8_hierarchical/", *instance, "/");
-  absl::StatusOr<std::shared_ptr<ProcessGroup>> local = subgroup(
-      *pg, absl::StrCat(base, "node", place->node), place->local_rank, place->local_size);
-  if (!local.ok()) return local.status();
-  absl::StatusOr<std::shared_ptr<ProcessGroup>> cross = subgroup(
-      *pg, absl::StrCat(base, "cross", place->local_rank), place->node, place->nodes);
-  if (!cross.ok()) return cross.status();
-  return std::unique_ptr<CountingHook>(new Int8Hook(pg, *local, *cross, true));
+  absl::StatusOr<std::shared_ptr<const HostSubgroups>> groups =
+      host_subgroups(*pg, options.local_size);
+  if (!groups.ok()) return annotated(groups.status());
+  return std::unique_ptr<CountingHook>(
+      new Int8Hook(pg, (*groups)->local, (*groups)->cross, true));
 }
 
 }  // namespace ddpx

@@ -13,17 +13,22 @@
 // int8 bytes on the uplink (plus L-1 fewer record headers per chunk) but in
 // one stream, while the other L-1 ranks wait; the slices use all L.
 //
-// Hosts: the `local_size` option (nodes of that many consecutive ranks),
-// else the hosts the group's backend saw at rendezvous
-// (ProcessGroup::host_topology), else LOCAL_WORLD_SIZE (consecutive ranks).
-// With one rank per host the hierarchical hook is the flat hook, bit for bit.
+// Hosts and subgroups come from host_placement() and host_subgroups()
+// (process_group/init.h): the `local_size` option (nodes of that many
+// consecutive ranks), else the hosts the group's backend saw at rendezvous,
+// else LOCAL_WORLD_SIZE. With one rank per host the hierarchical hook is the
+// flat hook, bit for bit. The subgroups are built once per group, when its
+// first hierarchical hook is created: every rank of the group must create
+// its hierarchical int8 hooks at the same time and in the same order (as
+// with torch's new_group); later hooks share them, so two hierarchical hooks
+// of one group must not exchange buckets at the same time (each hook orders
+// its own collectives only).
 //
-// The subgroups (one per host, one per local rank across hosts) are built
-// from the group's store with the group's backend when the hook is created:
-// every rank of the group must create its hierarchical int8 hooks at the same
-// time and in the same order (as with torch's new_group). Keep the hook alive
-// until its futures complete (the reducer waits for every bucket anyway): the
-// exchange's callbacks use the hook's groups without owning them.
+// CPU buckets go through int8_pipeline.h (pieces, one thread per hook):
+// destroying the hook fails the buckets not yet started and finishes the
+// running one. Device buckets (flat mode) go through bytegrad_average, whose
+// callbacks own the groups they use, so the hook may go before those
+// futures.
 #ifndef DDPX_HOOKS_INT8_HOOK_H_
 #define DDPX_HOOKS_INT8_HOOK_H_
 
@@ -38,7 +43,8 @@ namespace ddpx {
 struct Int8HookOptions {
   bool hierarchical = false;
   // Ranks per node in hierarchical mode (consecutive ranks); 0 takes the
-  // group's hosts, else LOCAL_WORLD_SIZE. Must divide the group's size.
+  // group's hosts (host_placement() in process_group/init.h). Must divide
+  // the group's size.
   int local_size = 0;
 };
 

@@ -1,12 +1,12 @@
-// One compressed PowerSGD step on a bucket that lives on a device (CUDA),
-// computed there through DeviceKernels (cuda/device_kernels.h): the same
-// five stages as powersgd_step.h's CPU step, with
+// The PowerSGD step (powersgd_step.h) on a bucket that lives on a device
+// (CUDA): the same pipeline, computed there through the device's
+// DeviceKernels (cuda/device_kernels.h), with
 //
 //   - error feedback, the packing of uncompressed tensors, the averaging
 //     division and the error update as device element-wise kernels;
 //   - P = M Q, Q = M^T P and M ~ P Q^T through the kernels' matmul (cuBLAS),
 //     one strided-batched call for same-shape matrices that lie back to back
-//     in the bucket;
+//     in the bucket (device_matrix_groups);
 //   - P and Q orthogonalized by the Gram-Schmidt kernel, one launch per
 //     group of same-shape matrices;
 //   - error, P and Q memories on the device (PowerSGDBucketMemory::device_*);
@@ -22,7 +22,9 @@
 // its stream before the future completes: the bucket then holds the result.
 //
 // The kernels are a parameter, not looked up, so the same code runs on the
-// CPU with any DeviceKernels that handles CPU tensors (the tests do that).
+// CPU with any DeviceKernels that handles CPU tensors (the tests do that,
+// with the host kernels); the memories then still live as tensors beside
+// the buffer, as on a device.
 #ifndef DDPX_HOOKS_POWERSGD_DEVICE_STEP_H_
 #define DDPX_HOOKS_POWERSGD_DEVICE_STEP_H_
 
@@ -55,7 +57,9 @@ std::shared_ptr<Future<Tensor>> run_powersgd_device_step(
     std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
     PowerSGDDeviceStepInput input);
 
-// ---- a device bucket's dtype <-> the float32 work buffer ---------------------
+// ---- a bucket's dtype <-> the float32 work buffer ---------------------------
+// Through `k`, the kernels of the bucket's device (host_kernels() for a CPU
+// bucket): both hooks use these on either side.
 // `into` (float32, on the bucket's device, at least bucket.numel() elements)
 // receives the bucket's values: a copy, or widened from float16/bfloat16.
 // Any other dtype is an error naming `what` and the bucket.

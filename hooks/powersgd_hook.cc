@@ -17,29 +17,17 @@ std::shared_ptr<Future<Tensor>> PowerSGDHook::run_compressed(GradBucket& bucket)
   absl::StatusOr<CompressionPlan> plan = plan_layerwise(
       bucket.offsets(), bucket.shapes(), buffer.numel(), state().options());
   if (!plan.ok()) return Future<Tensor>::failed(plan.status());
-  if (!buffer.device().is_cpu()) {
-    // On the bucket's device, through its kernels (powersgd_device_step.h).
-    DeviceKernels* k = kernels_of(bucket);
-    absl::StatusOr<Tensor> work = device_float32_work(buffer, *k, "PowerSGD");
-    if (!work.ok()) return Future<Tensor>::failed(work.status());
-    const Tensor result = *work;
-    return start_device_step(bucket, result, *std::move(plan),
-                             [buffer, result, k]() -> absl::StatusOr<Tensor> {
-                               if (absl::Status s = device_store_result(result, buffer, *k);
-                                   !s.ok()) {
-                                 return s;
-                               }
-                               return buffer;
-                             });
-  }
   // A float32 bucket is worked on in place; a float16/bfloat16 one through a
-  // float32 copy whose result is narrowed back into it.
-  absl::StatusOr<Tensor> work = float32_work_buffer(buffer, "PowerSGD");
+  // float32 copy whose result is narrowed back into it, on its device.
+  DeviceKernels* k = &kernels_of(bucket);
+  absl::StatusOr<Tensor> work = device_float32_work(buffer, *k, "PowerSGD");
   if (!work.ok()) return Future<Tensor>::failed(work.status());
   const Tensor result = *work;
   return start_step(bucket, result, *std::move(plan),
-                    [buffer, result]() -> absl::StatusOr<Tensor> {
-                      store_result(result.data_as<float>(), buffer);
+                    [buffer, result, k]() -> absl::StatusOr<Tensor> {
+                      if (absl::Status s = device_store_result(result, buffer, *k); !s.ok()) {
+                        return s;
+                      }
                       return buffer;
                     });
 }

@@ -1,4 +1,6 @@
-// PowerSGD communication hooks (seed 002; Vogels et al., NeurIPS 2019).
+// PowerSGD communication hooks (Vogels et al., "PowerSGD: Practical Low-Rank
+// Gradient Compression for Distributed Optimization", NeurIPS 2019; torch's
+// hooks in PyTorch's "DDP Communication Hooks" documentation).
 //
 //   auto hook = make_powersgd_hook(pg, {{"rank", "2"}, {"start_iter", "10"}},
 //                                  /*batched=*/false).value();

@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "hooks/bucket_math.h"
 #include "hooks/default_hooks.h"
+#include "hooks/host_kernels.h"
 #include "hooks/powersgd_device_step.h"
 #include "hooks/powersgd_step.h"
 
@@ -32,10 +33,10 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::run(GradBucket& bucket) {
   return allreduce_average(*pg_, buffer);
 }
 
-void PowerSGDHookBase::fill_step_input(const GradBucket& bucket, Tensor work,
-                                       CompressionPlan plan,
-                                       std::function<absl::StatusOr<Tensor>()> finish,
-                                       PowerSGDStepInput& step) const {
+std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
+    const GradBucket& bucket, Tensor work, CompressionPlan plan,
+    std::function<absl::StatusOr<Tensor>()> finish) {
+  PowerSGDDeviceStepInput step;
   step.bucket_index = bucket.index();
   step.bucket_is_last = bucket.is_last();
   step.buffer = std::move(work);
@@ -43,27 +44,14 @@ void PowerSGDHookBase::fill_step_input(const GradBucket& bucket, Tensor work,
   step.plan = std::move(plan);
   step.finish = std::move(finish);
   step.counter = counter_;
-}
-
-std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
-    const GradBucket& bucket, Tensor work, CompressionPlan plan,
-    std::function<absl::StatusOr<Tensor>()> finish) {
-  PowerSGDStepInput step;
-  fill_step_input(bucket, std::move(work), std::move(plan), std::move(finish), step);
-  return run_powersgd_step(pg_, state_, std::move(step));
-}
-
-std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_device_step(
-    const GradBucket& bucket, Tensor work, CompressionPlan plan,
-    std::function<absl::StatusOr<Tensor>()> finish) {
-  PowerSGDDeviceStepInput step;
-  fill_step_input(bucket, std::move(work), std::move(plan), std::move(finish), step);
-  step.kernels = kernels_of(bucket);
+  if (step.buffer.device().is_cpu()) return run_powersgd_step(pg_, state_, std::move(step));
+  step.kernels = &kernels_of(bucket);
   return run_powersgd_device_step(pg_, state_, std::move(step));
 }
 
-DeviceKernels* PowerSGDHookBase::kernels_of(const GradBucket& bucket) {
-  return device_kernels(bucket.buffer().device().type);
+DeviceKernels& PowerSGDHookBase::kernels_of(const GradBucket& bucket) {
+  const Device device = bucket.buffer().device();
+  return device.is_cpu() ? host_kernels() : *device_kernels(device.type);
 }
 
 absl::Status PowerSGDHookBase::save_state(std::ostream& out) const {

@@ -38,26 +38,20 @@ class PowerSGDHookBase : public CountingHook {
 
  protected:
   virtual std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) = 0;
-  // For a bucket on a device: that device's kernels (checked in run()).
-  static DeviceKernels* kernels_of(const GradBucket& bucket);
-  // Runs one compressed step of `bucket` over `work` (float32) laid out by
-  // `plan`; `finish` produces the future's value once `work` holds the
-  // result. P, Q and the uncompressed batch travel in the bucket's dtype.
+  // The kernels of the bucket's device: the host kernels for a CPU bucket
+  // (a device's are checked in run()).
+  static DeviceKernels& kernels_of(const GradBucket& bucket);
+  // Runs one compressed step of `bucket` over `work` (float32, on the
+  // bucket's device) laid out by `plan`: on the CPU with the memories in the
+  // host vectors, on a device with them there (powersgd_step.h). `finish`
+  // produces the future's value once `work` holds the result; it may queue
+  // device work (the step waits for it before completing). P, Q and the
+  // uncompressed batch travel in the bucket's dtype.
   std::shared_ptr<Future<Tensor>> start_step(
-      const GradBucket& bucket, Tensor work, CompressionPlan plan,
-      std::function<absl::StatusOr<Tensor>()> finish);
-  // The same on the bucket's device (powersgd_device_step.h): `work` is a
-  // float32 tensor there; `finish` may queue device work (the step waits for
-  // it before completing).
-  std::shared_ptr<Future<Tensor>> start_device_step(
       const GradBucket& bucket, Tensor work, CompressionPlan plan,
       std::function<absl::StatusOr<Tensor>()> finish);
 
  private:
-  // The fields both steps' inputs share.
-  void fill_step_input(const GradBucket& bucket, Tensor work, CompressionPlan plan,
-                       std::function<absl::StatusOr<Tensor>()> finish,
-                       PowerSGDStepInput& step) const;
 
   std::shared_ptr<ProcessGroup> pg_;
   std::shared_ptr<PowerSGDState> state_;

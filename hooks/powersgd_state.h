@@ -1,7 +1,8 @@
-// PowerSGDState (seed 002): PowerSGD's hyperparameters and everything it
-// remembers between iterations, for every bucket: the local error (error
-// feedback), the warm-start P and Q memories, the iteration counter, the
-// random generator and the compression statistics.
+// PowerSGDState (as in PyTorch's "DDP Communication Hooks" documentation):
+// PowerSGD's hyperparameters and everything it remembers between iterations,
+// for every bucket: the local error (error feedback), the warm-start P and Q
+// memories, the iteration counter, the random generator and the compression
+// statistics.
 //
 // One state serves every bucket of a model, as in torch. Buckets run their
 // hook chains concurrently (each chain on the thread that completes its

@@ -9,9 +9,13 @@
 //   4. Ps orthogonalized; Q = M^T P; Qs allreduced (SUM, then / world size);
 //   5. M ~ P Q^T written into the buffer; error = M - what was applied.
 //
+// One pipeline, computed through DeviceKernels (cuda/device_kernels.h): on
+// the CPU the host kernels (hooks/host_kernels.h: PowerSGD's streaming
+// kernels, error feedback fused into P = M Q and into decompression), on a
+// device that device's (powersgd_device_step.h). Same-shape matrices that
+// lie back to back go to the kernels as one batch (device_matrix_groups).
 // Each stage runs on the thread that completes the previous collective; no
-// stage blocks on a future. A bucket on a device runs the same stages on the
-// device instead (powersgd_device_step.h).
+// stage blocks on a future.
 //
 // float16/bfloat16 buckets (fp16_compress_wrapper(powerSGD_hook)): the step
 // still computes in float32 on a widened copy, with error and warm-start
@@ -54,25 +58,14 @@ struct PowerSGDStepInput {
   std::shared_ptr<HookStatsCounter> counter;
 };
 
-// With `pg` null the step runs as on a group of one without communicating
-// (every allreduce is the identity): PowerSGD's own work alone, for timing.
+// The step on the CPU: `buffer` a CPU float32 tensor, the host kernels, the
+// bucket's memories in PowerSGDBucketMemory's host vectors (what a
+// checkpoint holds). With `pg` null the step runs as on a group of one
+// without communicating (every allreduce is the identity): PowerSGD's own
+// work alone, for timing.
 std::shared_ptr<Future<Tensor>> run_powersgd_step(
     std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
     PowerSGDStepInput input);
-
-// ---- bucket dtype <-> the float32 work buffer ------------------------------
-// OK for a CPU float32, float16 or bfloat16 bucket; otherwise an error naming
-// `what` and the buffer.
-absl::Status check_powersgd_bucket(const Tensor& buffer, const std::string& what);
-// dst[0..numel) = src (a CPU float32/float16/bfloat16 tensor) widened to float32.
-absl::Status widen_into(const Tensor& src, float* dst, const std::string& what);
-// The float32 buffer a step works on: a float32 bucket itself (rewritten in
-// place, as before), or a widened copy of a float16/bfloat16 one.
-absl::StatusOr<Tensor> float32_work_buffer(const Tensor& bucket_buffer,
-                                           const std::string& what);
-// dst (float32, float16 or bfloat16) = src[0..dst.numel()) in dst's dtype,
-// rounded to nearest even; nothing to do when dst already is src.
-void store_result(const float* src, const Tensor& dst);
 
 }  // namespace ddpx
 

@@ -1,9 +1,13 @@
 // What a communication backend (Gloo, NCCL, round-robin) implements.
 //
 // Backends may assume their input was validated by the ProcessGroup front end
-// (dtypes, sizes, ranks, reduce ops) and that every timeout is concrete (the
-// front end resolves kUseGroupTimeout). Every op returns at once with a Work;
-// failures, including unsupported ops, arrive through that Work.
+// (dtypes, sizes, ranks, reduce ops) and that every op's timeout is set: the
+// front end resolves kUseGroupTimeout, and a backend carries the value it
+// gets with the op. (Called directly, without a front end, a backend applies
+// the timeout it was created with to an unset one.) A transport that gives
+// up waiting reports it as DeadlineExceeded, naming the op and the timeout.
+// Every op returns at once with a Work; failures, including unsupported ops,
+// arrive through that Work.
 #ifndef DDPX_PROCESS_GROUP_BACKEND_H_
 #define DDPX_PROCESS_GROUP_BACKEND_H_
 

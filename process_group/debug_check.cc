@@ -31,6 +31,10 @@ CollectiveFingerprint& CollectiveFingerprint::tensors(
 
 CollectiveFingerprint& CollectiveFingerprint::dtypes(
     const std::vector<Tensor>& tensors) {
+  if (!traced_tensors_) {
+    trace_.add(tensors);
+    traced_tensors_ = true;
+  }
   std::vector<std::string> names;
   for (const Tensor& t : tensors) names.push_back(dtype_name(t.dtype()));
   fields_.emplace_back("dtypes", absl::StrCat("[", absl::StrJoin(names, ", "), "]"));
@@ -38,12 +42,20 @@ CollectiveFingerprint& CollectiveFingerprint::dtypes(
 }
 
 CollectiveFingerprint& CollectiveFingerprint::root(int root_rank) {
+  trace_.root = root_rank;
   fields_.emplace_back("root", absl::StrCat(root_rank));
   return *this;
 }
 
 CollectiveFingerprint& CollectiveFingerprint::reduce_op(ReduceOp op) {
+  trace_.reduce_op = static_cast<int8_t>(op);
   fields_.emplace_back("reduce_op", reduce_op_name(op));
+  return *this;
+}
+
+CollectiveFingerprint& CollectiveFingerprint::peer(int rank, int tag) {
+  trace_.peer = rank;
+  trace_.tag = tag;
   return *this;
 }
 

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/options.h"
 #include "process_group/tensor.h"
 #include "store/store.h"
@@ -29,7 +30,9 @@ namespace ddpx {
 bool debug_detail_from_env();
 
 // What must agree across ranks for one collective: ordered (name, value)
-// pairs, e.g. {"op", "allreduce"}, {"shapes", "[[4], [4]]"}.
+// pairs, e.g. {"op", "allreduce"}, {"shapes", "[[4], [4]]"}; and the same
+// as plain data for the flight recorder (trace()). Point-to-point ops get one
+// for the recorder only (peer(), tag()); they are never cross-checked.
 class CollectiveFingerprint {
  public:
   explicit CollectiveFingerprint(OpType op);
@@ -39,8 +42,11 @@ class CollectiveFingerprint {
   CollectiveFingerprint& dtypes(const std::vector<Tensor>& tensors);
   CollectiveFingerprint& root(int root_rank);
   CollectiveFingerprint& reduce_op(ReduceOp op);
+  // For the record only (not compared across ranks).
+  CollectiveFingerprint& peer(int rank, int tag);
 
   OpType op() const { return op_; }
+  const TraceOp& trace() const { return trace_; }
   const std::vector<std::pair<std::string, std::string>>& fields() const {
     return fields_;
   }
@@ -52,6 +58,8 @@ class CollectiveFingerprint {
  private:
   OpType op_;
   std::vector<std::pair<std::string, std::string>> fields_;
+  TraceOp trace_;
+  bool traced_tensors_ = false;
 };
 
 class DebugChecker {

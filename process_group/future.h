@@ -23,7 +23,8 @@
 
 namespace ddpx {
 
-// Wait without a deadline.
+// Wait without a deadline (any negative duration does). An op's timeout is
+// another thing, of another type: OpTimeout in options.h.
 inline constexpr std::chrono::milliseconds kNoTimeout{-1};
 
 template <typename T>

@@ -13,8 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/job_identity.h"
 #include "process_group/launch_env.h"
+#include "process_group/trace_service.h"
 #include "store/file_store.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
@@ -192,6 +194,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
   if (!backend.ok()) return backend.status();
   auto group = std::make_shared<ProcessGroup>(*std::move(backend), group_store,
                                               options.timeout);
+  std::vector<int> all_ranks(static_cast<size_t>(r->world_size));
+  for (int i = 0; i < r->world_size; ++i) all_ranks[static_cast<size_t>(i)] = i;
+  FlightRecorder::get().set_group_ranks(group->trace_group().index(), std::move(all_ranks));
 
   std::lock_guard<std::mutex> lock(w.mu);
   if (w.default_group != nullptr) {
@@ -201,6 +206,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
   }
   w.default_group = group;
   w.root_store = r->store;
+  // Dumps on failure, SIGUSR1 and peers' requests; peer states in errors.
+  TraceService::get().attach_world(r->store, r->rank, r->world_size);
   w.backend = options.backend;
   w.timeout = options.timeout;
   w.groups_created = 0;
@@ -265,7 +272,9 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> new_group(
     return absl::Status(b.status().code(),
                         absl::StrCat("new_group #", id, ": ", b.status().message()));
   }
-  return std::make_shared<ProcessGroup>(*std::move(b), store, timeout);
+  auto group = std::make_shared<ProcessGroup>(*std::move(b), store, timeout);
+  FlightRecorder::get().set_group_ranks(group->trace_group().index(), members);
+  return group;
 }
 
 void destroy_process_group() {
@@ -287,8 +296,96 @@ void destroy_process_group() {
   // backend that waits for its peers before closing (gloo's closing
   // handshake) thereby also keeps that server up until the peers are done
   // with it.
+  if (group != nullptr) TraceService::get().detach_world();
   group.reset();
   root.reset();
+}
+
+namespace {
+
+// Hosts of `local` consecutive ranks, checked to divide the group.
+absl::StatusOr<HostPlacement> consecutive_hosts(int local, const ProcessGroup& group,
+                                                const char* source) {
+  const int rank = group.rank(), world = group.size();
+  if (local < 1 || world % local != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host_placement: local size ", local, " (", source,
+        ") must be positive and divide the group size ", world));
+  }
+  return HostPlacement{world / local, rank / local, rank % local, local};
+}
+
+}  // namespace
+
+absl::StatusOr<HostPlacement> host_placement(const ProcessGroup& group, int local_size) {
+  if (local_size != 0) return consecutive_hosts(local_size, group, "local_size");
+  if (const HostTopology* t = group.host_topology(); t != nullptr) {
+    if (!t->uniform()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "host_placement: the ", t->host_count, " hosts of this group hold different "
+          "numbers of ranks (pass a local size to group consecutive ranks instead)"));
+    }
+    return HostPlacement{t->host_count, t->host_index, t->local_rank, t->local_size};
+  }
+  const char* env = std::getenv("LOCAL_WORLD_SIZE");
+  if (env == nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "host_placement: the group's backend (", group.backend_name(),
+        ") does not know its hosts: set LOCAL_WORLD_SIZE or pass a local size"));
+  }
+  int local = 0;
+  if (!absl::SimpleAtoi(env, &local)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("host_placement: LOCAL_WORLD_SIZE='", env, "' is not an integer"));
+  }
+  return consecutive_hosts(local, group, "LOCAL_WORLD_SIZE");
+}
+
+absl::StatusOr<std::shared_ptr<const HostSubgroups>> host_subgroups(ProcessGroup& group,
+                                                                     int local_size) {
+  absl::StatusOr<HostPlacement> place = host_placement(group, local_size);
+  if (!place.ok()) return place.status();
+  if (group.store() == nullptr) {
+    return absl::FailedPreconditionError(
+        "host_subgroups: the subgroups are built over the group's store, and this group "
+        "has none");
+  }
+  const HostPlacement p = *place;
+  absl::StatusOr<std::shared_ptr<const void>> built = group.memoize(
+      absl::StrCat("host_subgroups/", local_size),
+      [&]() -> absl::StatusOr<std::shared_ptr<const void>> {
+        // Ranks build in the same order, so the n-th build of every rank
+        // gets the same keys.
+        absl::StatusOr<int64_t> n =
+            group.store()->add(absl::StrCat("host_subgroups/count/", group.rank()), 1);
+        if (!n.ok()) return n.status();
+        auto subgroup = [&](const std::string& name, int rank, int size)
+            -> absl::StatusOr<std::shared_ptr<ProcessGroup>> {
+          auto store = std::make_shared<PrefixStore>(
+              absl::StrCat("host_subgroups/", *n, "/", name), group.store());
+          absl::StatusOr<std::shared_ptr<Backend>> backend =
+              create_backend(group.backend_name(), store, rank, size, group.timeout());
+          if (!backend.ok()) {
+            return absl::Status(backend.status().code(),
+                                absl::StrCat("host_subgroups: building the group ", name, ": ",
+                                             backend.status().message()));
+          }
+          return std::make_shared<ProcessGroup>(*std::move(backend), store, group.timeout());
+        };
+        auto out = std::make_shared<HostSubgroups>();
+        out->placement = p;
+        absl::StatusOr<std::shared_ptr<ProcessGroup>> local =
+            subgroup(absl::StrCat("host", p.host_index), p.local_rank, p.local_size);
+        if (!local.ok()) return local.status();
+        absl::StatusOr<std::shared_ptr<ProcessGroup>> cross =
+            subgroup(absl::StrCat("cross", p.local_rank), p.host_index, p.host_count);
+        if (!cross.ok()) return cross.status();
+        out->local = *std::move(local);
+        out->cross = *std::move(cross);
+        return std::shared_ptr<const void>(std::move(out));
+      });
+  if (!built.ok()) return built.status();
+  return std::static_pointer_cast<const HostSubgroups>(*built);
 }
 
 }  // namespace ddpx

@@ -57,6 +57,42 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> new_group(
     const std::vector<int>& ranks, const std::string& backend = "");
 void destroy_process_group();
 
+// ---- Groups by host: for two-level (hierarchical) collectives --------------
+
+// Where this rank sits among the hosts of a group.
+struct HostPlacement {
+  int host_count = 1;
+  int host_index = 0;  // this rank's host
+  int local_rank = 0;  // this rank's place on its host
+  int local_size = 1;  // ranks per host (the same on every host)
+};
+
+// `local_size` > 0: hosts of that many consecutive ranks (it must divide the
+// group's size). 0: the hosts the group's backend saw at rendezvous
+// (ProcessGroup::host_topology), which must all hold the same number of
+// ranks; where the backend knows no hosts, LOCAL_WORLD_SIZE (consecutive
+// ranks, as launchers number them; the one place the library reads it).
+// Errors name the problem and the way out.
+absl::StatusOr<HostPlacement> host_placement(const ProcessGroup& group, int local_size = 0);
+
+// The per-host group of `group` (`local`: the ranks on this rank's host,
+// in local-rank order) and its cross-host group (`cross`: the ranks with
+// this rank's local rank, one per host, in host order), placed as
+// host_placement(group, local_size) says. Built on the first call for a
+// group and local_size, over the group's store with its backend kind and
+// timeout, and kept by the group (ProcessGroup::memoize): later calls return
+// the same groups, which live as long as the group or whoever holds them.
+// As with torch's new_group, building is collective: every rank of `group`
+// makes its first call for it, and ranks make their first calls for groups
+// sharing one store in the same order.
+struct HostSubgroups {
+  HostPlacement placement;
+  std::shared_ptr<ProcessGroup> local;
+  std::shared_ptr<ProcessGroup> cross;
+};
+absl::StatusOr<std::shared_ptr<const HostSubgroups>> host_subgroups(ProcessGroup& group,
+                                                                     int local_size = 0);
+
 // Backends register a factory under a name ("gloo", "nccl").
 using BackendFactory = std::function<absl::StatusOr<std::shared_ptr<Backend>>(
     std::shared_ptr<Store> store, int rank, int size,

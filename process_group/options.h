@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -18,57 +19,63 @@ const char* reduce_op_name(ReduceOp op);
 // every dtype. The error names the op and the dtype.
 absl::Status check_reduce_op(ReduceOp op, DType dtype);
 
-// A timeout of kUseGroupTimeout means "the process group's default".
-inline constexpr std::chrono::milliseconds kUseGroupTimeout{-1};
+// How long an op may take: a positive duration, or kUseGroupTimeout (the
+// default) for the group's timeout. ProcessGroup resolves it once, before
+// the backend sees the op, so a backend gets the value itself; a backend
+// called directly (tests, benchmarks) applies its own creation timeout to an
+// unset one. Not to be confused with kNoTimeout (future.h), which tells a
+// wait() to wait for ever: the two have different types.
+using OpTimeout = std::optional<std::chrono::milliseconds>;
+inline constexpr std::nullopt_t kUseGroupTimeout = std::nullopt;
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::SUM;
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct BroadcastOptions {
   int root_rank = 0;
   int root_tensor = 0;
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct ReduceOptions {
   ReduceOp op = ReduceOp::SUM;
   int root_rank = 0;
   int root_tensor = 0;
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct AllgatherOptions {
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct GatherOptions {
   int root_rank = 0;
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct ScatterOptions {
   int root_rank = 0;
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct ReduceScatterOptions {
   ReduceOp op = ReduceOp::SUM;
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct AllToAllOptions {
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct BarrierOptions {
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 struct SendRecvOptions {
   int tag = 0;
-  std::chrono::milliseconds timeout = kUseGroupTimeout;
+  OpTimeout timeout = kUseGroupTimeout;
 };
 
 // Which collective a Work or a debug-mode check is about.

@@ -29,13 +29,25 @@ ProcessGroup::ProcessGroup(std::shared_ptr<Backend> backend,
   if (debug_detail_from_env() && store_ != nullptr) {
     debug_ = std::make_unique<DebugChecker>(store_, rank(), size());
   }
+  trace_ = FlightRecorder::get().attach_group(store_, backend_.get(), rank(), size(),
+                                              backend_->name());
 }
 
 ProcessGroup::~ProcessGroup() = default;
 
-std::chrono::milliseconds ProcessGroup::resolve(
-    std::chrono::milliseconds timeout) const {
-  return timeout < std::chrono::milliseconds::zero() ? timeout_ : timeout;
+absl::StatusOr<std::shared_ptr<const void>> ProcessGroup::memoize(
+    const std::string& key,
+    const std::function<absl::StatusOr<std::shared_ptr<const void>>()>& build) {
+  std::lock_guard<std::mutex> lock(memo_mu_);
+  auto it = memo_.find(key);
+  if (it != memo_.end()) return it->second;
+  absl::StatusOr<std::shared_ptr<const void>> built = build();
+  if (built.ok()) memo_.emplace(key, *built);
+  return built;
+}
+
+std::chrono::milliseconds ProcessGroup::resolve(const OpTimeout& timeout) const {
+  return timeout.value_or(timeout_);
 }
 
 absl::Status ProcessGroup::admit(absl::Status valid,
@@ -43,7 +55,8 @@ absl::Status ProcessGroup::admit(absl::Status valid,
                                  std::chrono::milliseconds timeout,
                                  uint64_t payload_bytes) {
   if (!valid.ok()) return valid;
-  if (debug_ != nullptr && fingerprint != nullptr) {
+  if (debug_ != nullptr && fingerprint != nullptr &&
+      !is_point_to_point(fingerprint->op())) {
     absl::Status agreed = debug_->check(*fingerprint, timeout);
     if (!agreed.ok()) return agreed;
   }
@@ -57,10 +70,13 @@ std::shared_ptr<Work> ProcessGroup::dispatch(OpType op, Options opts,
                                              absl::Status valid,
                                              const CollectiveFingerprint* fingerprint,
                                              uint64_t payload_bytes, Launch launch) {
-  opts.timeout = resolve(opts.timeout);
-  absl::Status s = admit(std::move(valid), fingerprint, opts.timeout, payload_bytes);
+  const std::chrono::milliseconds timeout = resolve(opts.timeout);
+  if (valid.ok()) valid = validate::timeout(op, timeout);
+  opts.timeout = timeout;
+  absl::Status s = admit(std::move(valid), fingerprint, timeout, payload_bytes);
   if (!s.ok()) return FutureWork::failed(op, std::move(s));
-  return launch(opts);
+  return launch_traced(*trace_, op, fingerprint != nullptr ? fingerprint->trace() : TraceOp{},
+                       timeout, [&] { return launch(opts); });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce(const TensorList& tensors,
@@ -225,9 +241,10 @@ std::shared_ptr<Work> ProcessGroup::monitored_barrier(const BarrierOptions& opts
 std::shared_ptr<Work> ProcessGroup::send(const TensorList& tensors, int dst_rank,
                                          const SendRecvOptions& opts) {
   const OpType op = OpType::kSend;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(tensors).peer(dst_rank, opts.tag);
   return dispatch(op, opts,
                   validate::send_recv(op, tensors, dst_rank, opts.tag, rank(), size()),
-                  nullptr, bytes_of(tensors), [&](const SendRecvOptions& o) {
+                  &fp, bytes_of(tensors), [&](const SendRecvOptions& o) {
                     return backend_->send(tensors, dst_rank, o);
                   });
 }
@@ -235,9 +252,10 @@ std::shared_ptr<Work> ProcessGroup::send(const TensorList& tensors, int dst_rank
 std::shared_ptr<Work> ProcessGroup::recv(const TensorList& tensors, int src_rank,
                                          const SendRecvOptions& opts) {
   const OpType op = OpType::kRecv;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(tensors).peer(src_rank, opts.tag);
   return dispatch(op, opts,
                   validate::send_recv(op, tensors, src_rank, opts.tag, rank(), size()),
-                  nullptr, 0, [&](const SendRecvOptions& o) {
+                  &fp, 0, [&](const SendRecvOptions& o) {
                     return backend_->recv(tensors, src_rank, o);
                   });
 }
@@ -245,9 +263,10 @@ std::shared_ptr<Work> ProcessGroup::recv(const TensorList& tensors, int src_rank
 std::shared_ptr<Work> ProcessGroup::recv_anysource(const TensorList& tensors,
                                                    const SendRecvOptions& opts) {
   const OpType op = OpType::kRecvAnysource;
+  CollectiveFingerprint fp = CollectiveFingerprint(op).tensors(tensors).peer(-1, opts.tag);
   return dispatch(op, opts,
                   validate::send_recv(op, tensors, -1, opts.tag, rank(), size()),
-                  nullptr, 0, [&](const SendRecvOptions& o) {
+                  &fp, 0, [&](const SendRecvOptions& o) {
                     return backend_->recv_anysource(tensors, o);
                   });
 }

@@ -15,11 +15,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
 #include "process_group/backend.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/options.h"
 #include "process_group/tensor.h"
 #include "process_group/work.h"
@@ -55,6 +59,17 @@ class ProcessGroup {
   // Whether collectives are cross-checked between ranks first (debug mode,
   // from DDPX_DISTRIBUTED_DEBUG=DETAIL when the group was built).
   bool debug_detail() const { return debug_ != nullptr; }
+  // This group's row in the flight recorder (flight_recorder.h); shared by
+  // every ProcessGroup built over the same store object.
+  const TraceGroup& trace_group() const { return *trace_; }
+
+  // For what is built on top of this group once and lives as long as it
+  // (host_subgroups() in init.h keeps its subgroups here): the first call
+  // with `key` runs `build` and keeps an OK result, later calls return that.
+  // Calls wait for each other; a failed build is not kept.
+  absl::StatusOr<std::shared_ptr<const void>> memoize(
+      const std::string& key,
+      const std::function<absl::StatusOr<std::shared_ptr<const void>>()>& build);
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                   const AllreduceOptions& opts = {});
@@ -101,17 +116,18 @@ class ProcessGroup {
                                        const SendRecvOptions& opts = {});
 
  private:
-  // kUseGroupTimeout (or any negative) -> the group's timeout.
-  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
+  // kUseGroupTimeout -> the group's timeout; the one place it is resolved.
+  std::chrono::milliseconds resolve(const OpTimeout& timeout) const;
   // Validation error, then debug-mode cross-check; OK means "go ahead", and
   // the payload is counted.
-  // Point-to-point ops pass no fingerprint (they are not cross-checked).
+  // Point-to-point ops are not cross-checked (their fingerprint only feeds
+  // the flight recorder).
   absl::Status admit(absl::Status valid,
                      const CollectiveFingerprint* fingerprint,
                      std::chrono::milliseconds timeout, uint64_t payload_bytes);
 
   // The shape of every op: resolve the timeout, admit (or fail the Work),
-  // then launch(resolved options) on the backend.
+  // then launch(options with the resolved timeout) on the backend.
   template <typename Options, typename Launch>
   std::shared_ptr<Work> dispatch(OpType op, Options opts, absl::Status valid,
                                  const CollectiveFingerprint* fingerprint,
@@ -122,6 +138,10 @@ class ProcessGroup {
   std::chrono::milliseconds timeout_;
   CommCounters counters_;
   std::unique_ptr<DebugChecker> debug_;  // null unless debug mode
+  // memoize()'s; released before the backend (declared after it).
+  std::mutex memo_mu_;
+  std::map<std::string, std::shared_ptr<const void>> memo_;
+  std::shared_ptr<TraceGroup> trace_;
 };
 
 }  // namespace ddpx

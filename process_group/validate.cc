@@ -288,6 +288,12 @@ absl::Status alltoall_base(const Tensor& output, const Tensor& input,
   return split_sizes(op, "output", output_split_sizes, output, size);
 }
 
+absl::Status timeout(OpType op, std::chrono::milliseconds timeout) {
+  if (timeout > std::chrono::milliseconds::zero()) return absl::OkStatus();
+  return invalid(op, absl::StrCat("timeout must be positive, got ", timeout.count(),
+                                  " ms (leave it unset, kUseGroupTimeout, for the group's)"));
+}
+
 absl::Status send_recv(OpType op, const TensorList& tensors, int peer, int tag,
                        int rank, int size) {
   if (absl::Status s = tensor_list(op, tensors, false); !s.ok()) return s;

@@ -58,6 +58,8 @@ absl::Status alltoall_base(const Tensor& output, const Tensor& input,
                            const std::vector<int64_t>& output_split_sizes,
                            const std::vector<int64_t>& input_split_sizes,
                            int size);
+// An op's timeout, once resolved: positive.
+absl::Status timeout(OpType op, std::chrono::milliseconds timeout);
 // Peer in range and not this rank; tag non-negative.
 absl::Status send_recv(OpType op, const TensorList& tensors, int peer,
                        int tag, int rank, int size);

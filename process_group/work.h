@@ -75,9 +75,12 @@ class FutureWork : public Work {
   }
   void fail(absl::Status error) { future_->set_error(std::move(error)); }
 
+ protected:
+  // For backends whose Work completes its future in its own way (NcclWork).
+  const OpType op_;
+  const std::shared_ptr<Future<TensorList>> future_;
+
  private:
-  OpType op_;
-  std::shared_ptr<Future<TensorList>> future_;
   std::atomic<int> source_rank_{-1};
 };
 

@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "reducer/bucket_assignment.h"
 #include "hooks/default_hooks.h"
+#include "process_group/flight_recorder.h"
 
 namespace ddpx {
 namespace {
@@ -139,6 +140,7 @@ absl::Status Reducer::register_comm_hook(std::unique_ptr<CommHook> hook) {
   }
   hook_ = std::move(hook);
   stats_.hook = hook_->name();
+  trace_site_ = "ddp:" + hook_->name();
   return absl::OkStatus();
 }
 
@@ -281,6 +283,9 @@ absl::Status Reducer::mark_variable_ready(size_t v) {
 }
 
 std::shared_ptr<Future<Tensor>> Reducer::run_hook(GradBucket& bucket) {
+  // The collectives the hook issues from here are recorded as this bucket's.
+  const TraceSite site(trace_site_.c_str(), static_cast<int64_t>(bucket.index()),
+                       static_cast<int64_t>(stats_.step));
   if (hook_ == nullptr) return allreduce_average(*pg_, bucket.buffer());
   std::shared_ptr<Future<Tensor>> f = hook_->run(bucket);
   if (f == nullptr) {

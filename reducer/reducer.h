@@ -1,5 +1,6 @@
 // The gradient reducer: buckets a model's gradients and averages them across
-// ranks while backward is still running (design note seed 003).
+// ranks while backward is still running (PyTorch's "Distributed Data Parallel"
+// design note, https://pytorch.org/docs/stable/notes/ddp.html).
 //
 // One synchronized step:
 //   reducer.prepare_for_backward();      // optional; implied by mark_ready
@@ -178,6 +179,8 @@ class Reducer {
   std::vector<Bucket> buckets_;
   std::vector<Location> locations_;      // per variable
   std::unique_ptr<CommHook> hook_;
+  // The flight recorder's call site of bucket collectives ("ddp:fp16").
+  std::string trace_site_ = "ddp:allreduce";
 
   bool require_grad_sync_ = true;
   bool join_enabled_ = false;

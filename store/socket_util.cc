@@ -83,48 +83,59 @@ absl::StatusOr<uint16_t> local_port(int fd) {
   return ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port);
 }
 
-// Binds a listening socket for `host` ("" = every interface) and `port`.
-absl::StatusOr<int> listen_on(const std::string& host, uint16_t port, int backlog) {
+absl::StatusOr<AddrInfoList> resolve_tcp(const char* node, uint16_t port, int flags) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  hints.ai_flags = flags | AI_NUMERICSERV;
   addrinfo* res = nullptr;
-  std::string port_text = absl::StrCat(port);
-  // With no host, try the IPv6 wildcard first (dual stack), then IPv4.
-  const char* node = host.empty() ? "::" : host.c_str();
-  int rc = getaddrinfo(node, port_text.c_str(), &hints, &res);
-  if (rc != 0 && host.empty()) {
-    node = "0.0.0.0";
-    rc = getaddrinfo(node, port_text.c_str(), &hints, &res);
-  }
-  if (rc != 0) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "store server: cannot resolve host '", host, "': ", gai_strerror(rc)));
-  }
-  absl::Status last = absl::UnavailableError("no address to bind");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
+  int rc = getaddrinfo(node, absl::StrCat(port).c_str(), &hints, &res);
+  if (rc != 0) return absl::UnavailableError(gai_strerror(rc));
+  return AddrInfoList(res);
+}
+
+absl::StatusOr<int> first_usable_socket(
+    const addrinfo* addresses, absl::FunctionRef<absl::Status(int fd, const addrinfo&)> use) {
+  absl::Status last = absl::UnavailableError("no address");
+  for (const addrinfo* ai = addresses; ai != nullptr; ai = ai->ai_next) {
     int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
                     ai->ai_protocol);
     if (fd < 0) {
       last = errno_status("socket", errno);
       continue;
     }
-    int one = 1, zero = 0;
-    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
-    if (ai->ai_family == AF_INET6) {
-      setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
-    }
-    if (bind(fd, ai->ai_addr, ai->ai_addrlen) == 0 &&
-        listen(fd, backlog) == 0) {
-      freeaddrinfo(res);
-      return fd;
-    }
-    last = errno_status(absl::StrCat("store server: bind/listen on ", node, ":", port), errno);
+    last = use(fd, *ai);
+    if (last.ok()) return fd;
     close(fd);
   }
-  freeaddrinfo(res);
   return last;
+}
+
+// Binds a listening socket for `host` ("" = every interface) and `port`.
+absl::StatusOr<int> listen_on(const std::string& host, uint16_t port, int backlog) {
+  // With no host, try the IPv6 wildcard first (dual stack), then IPv4.
+  const char* node = host.empty() ? "::" : host.c_str();
+  absl::StatusOr<AddrInfoList> addresses = resolve_tcp(node, port, AI_PASSIVE);
+  if (!addresses.ok() && host.empty()) {
+    node = "0.0.0.0";
+    addresses = resolve_tcp(node, port, AI_PASSIVE);
+  }
+  if (!addresses.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("store server: cannot resolve host '", host,
+                                                   "': ", addresses.status().message()));
+  }
+  return first_usable_socket(addresses->get(), [&](int fd, const addrinfo& ai) {
+    int one = 1, zero = 0;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
+    if (ai.ai_family == AF_INET6) {
+      setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof(zero));
+    }
+    if (bind(fd, ai.ai_addr, ai.ai_addrlen) == 0 && listen(fd, backlog) == 0) {
+      return absl::OkStatus();
+    }
+    const int err = errno;
+    return errno_status(absl::StrCat("store server: bind/listen on ", node, ":", port), err);
+  });
 }
 
 }  // namespace ddpx

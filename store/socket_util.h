@@ -2,9 +2,13 @@
 #ifndef DDPX_STORE_SOCKET_UTIL_H_
 #define DDPX_STORE_SOCKET_UTIL_H_
 
+#include <netdb.h>
+
 #include <cstdint>
+#include <memory>
 #include <string>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -24,6 +28,23 @@ std::string peer_name(int fd);
 absl::StatusOr<int> listen_on(const std::string& host, uint16_t port, int backlog);
 // The local port a socket is bound to.
 absl::StatusOr<uint16_t> local_port(int fd);
+
+struct AddrInfoFree {
+  void operator()(addrinfo* list) const { freeaddrinfo(list); }
+};
+using AddrInfoList = std::unique_ptr<addrinfo, AddrInfoFree>;
+
+// getaddrinfo for a TCP `node`:`port`, any address family, with `flags`
+// added to AI_NUMERICSERV. The error's message is gai_strerror's text alone,
+// for the caller to put in context.
+absl::StatusOr<AddrInfoList> resolve_tcp(const char* node, uint16_t port, int flags);
+
+// Tries the addresses in order: a non-blocking, close-on-exec socket for
+// each, handed to `use` (connect, or bind and listen); returns the first
+// socket `use` accepts. A refused socket is closed and the next address
+// tried; with none left, the last error (of socket() or of `use`).
+absl::StatusOr<int> first_usable_socket(
+    const addrinfo* addresses, absl::FunctionRef<absl::Status(int fd, const addrinfo&)> use);
 
 }  // namespace ddpx
 

@@ -51,47 +51,30 @@ StoreConnection::~StoreConnection() { close(fd_); }
 absl::StatusOr<int> StoreConnection::connect_once(const std::string& host,
                                                   uint16_t port,
                                                   Clock::time_point deadline) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV;
-  addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), absl::StrCat(port).c_str(), &hints, &res);
-  if (rc != 0) {
+  absl::StatusOr<AddrInfoList> addresses = resolve_tcp(host.c_str(), port, 0);
+  if (!addresses.ok()) {
     return absl::UnavailableError(absl::StrCat("cannot resolve store host '", host,
-                                               "': ", gai_strerror(rc)));
+                                               "': ", addresses.status().message()));
   }
-  absl::Status last = absl::UnavailableError("no address");
-  for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
-    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-                    ai->ai_protocol);
-    if (fd < 0) {
-      last = errno_status("socket", errno);
-      continue;
-    }
-    int err = 0;
-    if (::connect(fd, ai->ai_addr, ai->ai_addrlen) < 0) {
-      err = errno;
-      if (err == EINPROGRESS) {
-        absl::StatusOr<bool> ready = wait_for(fd, POLLOUT, deadline);
-        socklen_t len = sizeof(err);
-        if (!ready.ok() || !*ready) {
-          err = ETIMEDOUT;
-        } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+  absl::StatusOr<int> fd =
+      first_usable_socket(addresses->get(), [&](int fd, const addrinfo& ai) {
+        int err = 0;
+        if (::connect(fd, ai.ai_addr, ai.ai_addrlen) < 0) {
           err = errno;
+          if (err == EINPROGRESS) {
+            absl::StatusOr<bool> ready = wait_for(fd, POLLOUT, deadline);
+            socklen_t len = sizeof(err);
+            if (!ready.ok() || !*ready) {
+              err = ETIMEDOUT;
+            } else if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0) {
+              err = errno;
+            }
+          }
         }
-      }
-    }
-    if (err == 0) {
-      freeaddrinfo(res);
-      (void)set_nodelay(fd);
-      return fd;
-    }
-    last = errno_status("connect", err);
-    close(fd);
-  }
-  freeaddrinfo(res);
-  return last;
+        return err == 0 ? absl::OkStatus() : errno_status("connect", err);
+      });
+  if (fd.ok()) (void)set_nodelay(*fd);
+  return fd;
 }
 
 absl::StatusOr<std::unique_ptr<StoreConnection>> StoreConnection::connect(

@@ -37,12 +37,8 @@ RUNS=${RUNS:-"allreduce fp16 bf16 int8 powersgd1 powersgd2 powersgd4 batched_pow
   batched_powersgd2 batched_powersgd4 batched_powersgd2_noef allreduce_4x32 int8_hier"}
 
 die() { echo "accuracy_table: $*" >&2; exit 1; }
-here=$(cd "$(dirname "$0")" && pwd)
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
-for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
-  [ -f "$lib" ] && . "$lib" && break
-done
-find_train "$workspace"
+. "$(dirname "$0")/trainer.sh" 2>/dev/null ||
+  . "$0.runfiles/ddpx/examples/benchmarks/trainer.sh"  # here, workspace, TRAIN
 plot=$workspace/tools/plot_accuracy
 [ -x "$plot" ] || die "$plot not found"
 OUT=${OUT:-$(mktemp -d /tmp/accuracy_table.XXXXXX)}

@@ -59,11 +59,8 @@ die() { echo "bandwidth_limited: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (ip netns, tc); run with sudo"
 command -v tc >/dev/null || die "tc not found (apt-get install iproute2)"
 
-here=$(cd "$(dirname "$0")" && pwd)
-for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
-  [ -f "$lib" ] && . "$lib" && break
-done
-find_train "$here/../.."
+. "$(dirname "$0")/trainer.sh" 2>/dev/null ||
+  . "$0.runfiles/ddpx/examples/benchmarks/trainer.sh"  # here, workspace, TRAIN
 # Beside this script in the source tree, in the runfiles under `bazel run`.
 comm_time=$here/comm_time.py
 [ -f "$comm_time" ] || comm_time=$0.runfiles/ddpx/examples/benchmarks/comm_time.py

@@ -11,7 +11,11 @@
 // scatter, * 1 for broadcast and reduce). For allreduce it times every Gloo
 // algorithm raw, so the line shows what the size-based choice buys over
 // Gloo's default gloo::allreduce. Then allreduce_coalesced of 1000 x 1 KiB
-// against 1000 separate allreduce calls. The last line is RESULT key=value.
+// against 1000 separate allreduce calls. Then the flight recorder's cost: an
+// 8 B allreduce through the ProcessGroup front end with recording on and off
+// (recorder_8B_overhead on TCP, recorder_8B_overhead_shm on shared memory:
+// on / off - 1, from medians of alternating rounds). The last line is
+// RESULT key=value.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -30,18 +34,20 @@
 #include "examples/benchmarks/fork_ranks.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/send_buffer_autotuning.h"
 #include "process_group/gloo/store_adapter.h"
 #include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
+#include "process_group/process_group.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
 
 ABSL_FLAG(int, nproc, 2, "ranks (forked processes)");
 ABSL_FLAG(std::string, ops,
           "shm,allreduce,broadcast,reduce,allgather,reduce_scatter,gather,scatter,"
-          "alltoall,barrier,coalesced",
+          "alltoall,barrier,coalesced,recorder",
           "comma-separated ops to run");
 ABSL_FLAG(std::string, mpi_anchor, "examples/benchmarks/mpi_allreduce_anchor",
           "the Open MPI anchor of the shm sweep (run with mpirun; the default is its path "
@@ -51,8 +57,8 @@ ABSL_FLAG(int64_t, max_bytes, 64 << 20, "largest message");
 ABSL_FLAG(int, rounds, 5, "timed rounds per point (the median call of all is kept)");
 ABSL_FLAG(int, workers, 2, "worker threads (and contexts) of our backend");
 ABSL_FLAG(int64_t, sync_max_bytes, static_cast<int64_t>(ddpx::kSyncPairMaxMessageBytes),
-          "our backend's GlooOptions::sync_max_bytes (0: classic allreduces on the "
-          "event-loop pairs, as raw Gloo's default, and the table without sync pieces)");
+          "our backend's GlooOptions::sync_max_bytes (0: no sync pairs, so Gloo's "
+          "unbound-buffer algorithms only)");
 ABSL_FLAG(double, round_ms, 40, "length of one timed round (3 to 200 calls)");
 ABSL_FLAG(double, budget_s, 420,
           "stop starting new points after this many seconds (the RESULT line still comes)");
@@ -235,8 +241,8 @@ void bench_allreduce(Job& job, Results& r) {
     // Zeroed like the tensor: the same arithmetic.
     std::vector<float> raw_buf(count, 0.0f), control_buf(count, 0.0f);
     const size_t piece_bytes = job.ours->sync_piece_bytes();
-    const AllreduceAlgorithm chosen =
-        choose_allreduce_algorithm(count * 4, job.nproc, true, piece_bytes);
+    const GlooBackend::AllreducePlan plan = job.ours->allreduce_plan(count * 4);
+    const AllreduceAlgorithm chosen = plan.algorithm;
     std::vector<AllreduceAlgorithm> algorithms;
     std::vector<std::function<void()>> variants = {
         [&] { ok_or_die(job.ours->allreduce({t}, {}), "allreduce"); }};
@@ -250,9 +256,8 @@ void bench_allreduce(Job& job, Results& r) {
     variants.push_back([&] { job.control->allreduce(chosen, control_buf.data(), count); });
     // Ours runs this size on sync pairs, whole or in pieces: time raw Gloo
     // doing the same on sync pairs too.
-    const bool whole = allreduce_runs_on_sync_pairs(chosen, count * 4, job.nproc,
-                                                    job.ours->sync_limits());
-    const bool sync = whole || (piece_bytes > 0 && chosen == AllreduceAlgorithm::kHalvingDoubling);
+    const bool whole = plan.where == GlooBackend::AllreducePlan::Where::kSyncPairs;
+    const bool sync = whole || plan.where == GlooBackend::AllreducePlan::Where::kSyncPieces;
     std::vector<float> sync_buf(sync ? count : 0, 0.0f);  // only where it is timed
     if (sync) {
       const size_t per_piece = whole ? count : piece_bytes / 4;
@@ -450,6 +455,89 @@ void bench_coalesced(Job& job, Results& r) {
   r.result["coalesced_speedup"] = t[1] / t[0];
 }
 
+// The flight recorder's cost on the smallest op, where it weighs most: an
+// 8 B allreduce through a ProcessGroup (the recorder's hook is in its front
+// end) on `backend`, recording on and off in alternating rounds, each the
+// median call. Returns on / off - 1.
+double recorder_overhead(Job& job, const std::shared_ptr<GlooBackend>& backend,
+                         const std::shared_ptr<Store>& store, const std::string& name) {
+  auto pg = std::make_shared<ProcessGroup>(
+      backend, std::make_shared<PrefixStore>("recorder_bench_" + name, store),
+      std::chrono::seconds(120));
+  Tensor t = Tensor::zeros({2}, DType::kFloat32);
+  FlightRecorder& rec = FlightRecorder::get();
+  auto allreduce = [&](bool on) {
+    rec.set_enabled(on);
+    ok_or_die(pg->allreduce({t}), "allreduce");
+  };
+  // Several passes, the median of their ratios: the two variants' medians
+  // move together with the load, their ratio much less.
+  std::vector<double> ratios;
+  for (int pass = 0; pass < 7; ++pass) {
+    // Each variant goes first in every other pass (the first after a
+    // barrier can pay for the ranks' skew).
+    const bool on_first = pass % 2 == 0;
+    std::vector<double> times = time_variants(
+        job, {[&] { allreduce(on_first); }, [&] { allreduce(!on_first); }});
+    if (!on_first) std::swap(times[0], times[1]);
+    ratios.push_back(times[0] / times[1]);
+    if (job.rank == 0) {
+      printf("#   %s pass %d: on %.2f us, off %.2f us\n", name.c_str(), pass, times[0] * 1e6,
+             times[1] * 1e6);
+    }
+  }
+  rec.set_enabled(true);
+  std::sort(ratios.begin(), ratios.end());
+  return ratios[ratios.size() / 2] - 1.0;
+}
+
+void bench_recorder(Job& job, const std::shared_ptr<Store>& store,
+                    const std::shared_ptr<GlooBackend>& shm, Results& r) {
+  if (out_of_time(job)) return;
+  if (job.rank == 0) {
+    printf("\n# flight recorder: 8 B allreduce through the front end, recording on vs off "
+           "(%zu entries)\n", FlightRecorder::get().capacity());
+  }
+  // The recorder alone, per op (record, start, completion), on a group of
+  // its own: what the ratios below are made of, whatever the op's latency.
+  {
+    FlightRecorder own(FlightRecorder::kDefaultCapacity);
+    auto g = own.attach_group(nullptr, &own, 0, 1, "none");
+    TraceOp args;
+    args.add(Tensor::zeros({2}, DType::kFloat32));
+    std::vector<double> per_op;
+    for (int rep = 0; rep < 5; ++rep) {
+      constexpr int kOps = 200000;
+      const auto t0 = Clock::now();
+      for (int i = 0; i < kOps; ++i) {
+        TraceHandle h = own.record(*g, OpType::kAllreduce, args, std::chrono::seconds(1));
+        own.started(h);
+        own.completed(h);
+      }
+      per_op.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count() / kOps);
+    }
+    std::sort(per_op.begin(), per_op.end());
+    r.result["recorder_op_ns"] = per_op[per_op.size() / 2];
+    if (job.rank == 0) {
+      printf("#   recording one op (record, start, completion; %s clock): %.0f ns\n",
+             TraceClock::uses_tsc() ? "TSC" : "CLOCK_MONOTONIC", per_op[per_op.size() / 2]);
+    }
+  }
+  const double tcp = recorder_overhead(job, job.ours, store, "tcp");
+  r.result["recorder_8B_overhead"] = tcp;
+  double on_shm = 0;
+  if (shm != nullptr) {
+    on_shm = recorder_overhead(job, shm, store, "shm");
+    r.result["recorder_8B_overhead_shm"] = on_shm;
+  }
+  if (job.rank == 0) {
+    printf("# recorder_8B_overhead %.4f (TCP)", tcp);
+    if (shm != nullptr) printf(", %.4f (shared memory)", on_shm);
+    printf(" (target <= 0.02)\n");
+    fflush(stdout);
+  }
+}
+
 // A raw Gloo context of its own (own device, sockets), rendezvous under
 // `prefix`.
 std::shared_ptr<gloo::Context> connect_raw(int rank, int nproc, const std::string& prefix,
@@ -498,7 +586,8 @@ int run_rank(int rank, int nproc, int port) {
   if (!ours.ok()) die(ours.status().ToString());
   std::vector<std::string> ops = absl::StrSplit(absl::GetFlag(FLAGS_ops), ',');
   std::shared_ptr<GlooBackend> shm;
-  if (std::find(ops.begin(), ops.end(), "shm") != ops.end()) {
+  if (std::find(ops.begin(), ops.end(), "shm") != ops.end() ||
+      std::find(ops.begin(), ops.end(), "recorder") != ops.end()) {
     options.shared_memory = true;
     auto created = GlooBackend::create(shared, rank, nproc, std::chrono::seconds(120), options);
     if (!created.ok()) die(created.status().ToString());
@@ -511,7 +600,7 @@ int run_rank(int rank, int nproc, int port) {
   Job job{rank, nproc, *ours, std::make_unique<RawGloo>(raw), std::make_unique<RawGloo>(control),
           std::make_unique<RawGloo>(sync)};
   std::unique_ptr<shm::ShmGroup> shm_core;
-  if (shm != nullptr) {
+  if (std::find(ops.begin(), ops.end(), "shm") != ops.end()) {
     shm::ShmOptions so;
     so.num_channels = 1;
     so.num_slots = options.shm_slots;
@@ -549,6 +638,8 @@ int run_rank(int rank, int nproc, int port) {
       bench_allreduce(job, results);
     } else if (op == "coalesced") {
       bench_coalesced(job, results);
+    } else if (op == "recorder") {
+      bench_recorder(job, shared, shm, results);
     } else {
       if (!header && rank == 0) {
         printf("\n%-15s %10s  %-17s %11s %11s %7s %8s %8s %8s\n", "op", "bytes", "raw algorithm",
@@ -584,7 +675,8 @@ int run_rank(int rank, int nproc, int port) {
                             "allreduce_64MiB_vs_gloo_sync", "allreduce_min_vs_gloo_default",
                             "allreduce_8B_latency_vs_gloo",
                             "allreduce_8B_latency_vs_gloo_sync",
-                            "coalesced_speedup", "min_vs_gloo_from_1MiB",
+                            "coalesced_speedup", "recorder_8B_overhead",
+                            "recorder_8B_overhead_shm", "recorder_op_ns", "min_vs_gloo_from_1MiB",
                             "geomean_vs_gloo_from_1MiB", "min_control_from_1MiB",
                             "geomean_control_from_1MiB"}) {
       auto it = results.result.find(key);

@@ -48,15 +48,21 @@ std::map<int64_t, std::vector<double>> run_mpi_round(int nproc, const ShmSweepOp
   FILE* pipe = popen(command.c_str(), "r");
   if (pipe == nullptr) return out;
   char line[1 << 16];
+  std::string other_output;  // what is not a timing line: mpirun's own messages
   while (fgets(line, sizeof(line), pipe) != nullptr) {
     std::istringstream in(line);
     int64_t bytes = 0;
-    if (!(in >> bytes)) continue;
+    if (!(in >> bytes)) {
+      other_output += line;
+      continue;
+    }
     double us;
     while (in >> us) out[bytes].push_back(us / 1e6);
   }
-  if (pclose(pipe) != 0) {
-    fprintf(stderr, "collective_bench: the Open MPI anchor failed (%s)\n", command.c_str());
+  const int status = pclose(pipe);
+  if (status != 0) {
+    fprintf(stderr, "collective_bench: the Open MPI anchor failed (status %d, %s):\n%s\n", status,
+            command.c_str(), other_output.c_str());
     out.clear();
   }
   return out;

@@ -32,6 +32,8 @@
 #   allreduce:   flat; its algorithm (Gloo's halving-doubling at these
 #                sizes) has no such single figure: compared with B only
 #   powersgd2:   not bandwidth-bound; reported, not compared
+# Picture: $OUT/multi_host.png (gnuplot): bytes per step through the busiest
+# host link and step time, per scheme and topology.
 # Last line: RESULT key=value ... (see the keys in the summary below).
 # Environment: RATE (1gbit), TOPOLOGIES ("2x2 3x2"), SCHEMES, LONG (40),
 # SHORT (20), SKIP (12 steps left out of the medians), HIDDEN (2048,2048),
@@ -50,12 +52,8 @@ BATCH=${BATCH:-64}
 
 die() { echo "multi_host: $*" >&2; exit 1; }
 [ "$(id -u)" = 0 ] || die "needs root (tools/virtual_cluster makes namespaces); run with sudo"
-here=$(cd "$(dirname "$0")" && pwd)
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
-for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
-  [ -f "$lib" ] && . "$lib" && break
-done
-find_train "$workspace"
+. "$(dirname "$0")/trainer.sh" 2>/dev/null ||
+  . "$0.runfiles/ddpx/examples/benchmarks/trainer.sh"  # here, workspace, TRAIN
 vc=$workspace/tools/virtual_cluster
 [ -x "$vc" ] || die "tools/virtual_cluster not found under $workspace"
 comm_time=$here/comm_time.py
@@ -152,6 +150,44 @@ if [ "${ACCURACY:-0}" = 1 ]; then
   done
 fi
 
+# The picture: bytes through the busiest host link and step time, per scheme
+# (clusters) and topology (bars).
+plot_data=$OUT/plot.dat
+python3 - "$summary" >"$plot_data" <<'PY'
+import collections, sys
+rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
+topos = list(dict.fromkeys(r[0] for r in rows))
+by = collections.OrderedDict()
+for topo, scheme, step, _, *up in rows:
+    by.setdefault(scheme, {})[topo] = (max(map(float, up)) / 1e6, 1e3 * float(step))
+print("scheme", *[f"{t}" for t in topos], *[f"{t}" for t in topos])  # hosts x ranks
+for scheme, v in by.items():
+    print(scheme, *[f"{v[t][0]:.3f}" if t in v else "?" for t in topos],
+          *[f"{v[t][1]:.1f}" if t in v else "?" for t in topos])
+PY
+topo_count=$(echo $TOPOLOGIES | wc -w)
+if command -v gnuplot >/dev/null; then
+  gnuplot <<GP && echo "multi_host: picture $OUT/multi_host.png"
+set terminal pngcairo size 1100,420 font ",10" noenhanced
+set output "$OUT/multi_host.png"
+set multiplot layout 1,2 title "MLP 784-$HIDDEN-10 on virtual hosts, $RATE per host link"
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set key autotitle columnhead top right
+set xtics rotate by -30
+set grid ytics
+set yrange [0:*]
+set ylabel "MB per step through the busiest host link"
+plot for [i=2:$((topo_count + 1))] "$plot_data" using i:xtic(1)
+set ylabel "median step time (ms)"
+plot for [i=$((topo_count + 2)):$((2 * topo_count + 1))] "$plot_data" using i:xtic(1)
+unset multiplot
+GP
+else
+  echo "multi_host: no gnuplot (tools/setup installs gnuplot-nox): no picture"
+fi
+
 model_bytes=$(sed -n 's/.*(\([0-9]*\) parameters).*/\1/p' "$OUT"/*_allreduce.rank0.log | head -1)
 python3 - "$summary" "$accuracy" "$((model_bytes * 4))" "$RATE" <<'PY'
 import collections, re, sys
@@ -219,3 +255,4 @@ for line in open(accuracy):
     res[f"{names[scheme]}_test_acc"] = float(acc) / 100
 print("RESULT " + " ".join(f"{k}={v:.3f}" for k, v in res.items()))
 PY
+

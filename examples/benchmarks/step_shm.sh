@@ -12,26 +12,13 @@
 # (allreduce), ROUNDS (3), STEPS (150), WARMUP (10), OUT.
 set -euo pipefail
 
-NPROC=${NPROC:-2}
-HIDDEN=${HIDDEN:-2048,2048}
-BATCH=${BATCH:-64}
-HOOK=${HOOK:-allreduce}
-ROUNDS=${ROUNDS:-3}
-STEPS=${STEPS:-150}
-WARMUP=${WARMUP:-10}
-
 die() { echo "step_shm: $*" >&2; exit 1; }
-here=$(cd "$(dirname "$0")" && pwd)
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
-for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
-  [ -f "$lib" ] && . "$lib" && break
-done
-find_train "$workspace"
+. "$(dirname "$0")/trainer.sh" 2>/dev/null ||
+  . "$0.runfiles/ddpx/examples/benchmarks/trainer.sh"  # here, workspace, TRAIN
+step_time_setup 150
 OUT=${OUT:-$(mktemp -d /tmp/step_shm.XXXXXX)}
 mkdir -p "$OUT"
 
-common=(--nproc="$NPROC" --hidden="$HIDDEN" --batch_size="$BATCH" --hook="$HOOK"
-        --max_steps="$STEPS" --log_every=1000 --lr=0.05 --momentum=0.9 --seed=0)
 echo "step_shm: MLP 784-$HIDDEN-10, $NPROC ranks x batch $BATCH, hook $HOOK," \
      "$ROUNDS rounds x $STEPS steps each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do

@@ -19,32 +19,20 @@
 # (0), OUT.
 set -euo pipefail
 
-NPROC=${NPROC:-2}
-HIDDEN=${HIDDEN:-2048,2048}
-BATCH=${BATCH:-64}
-HOOK=${HOOK:-allreduce}
-ROUNDS=${ROUNDS:-3}
-STEPS=${STEPS:-200}
-WARMUP=${WARMUP:-10}
 NICE=${NICE:-0}
 BUCKET_VIEW=${BUCKET_VIEW:-1}
 
 die() { echo "step_vs_torch: $*" >&2; exit 1; }
-here=$(cd "$(dirname "$0")" && pwd)
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
-for lib in "$here/find_train.sh" "$0.runfiles/ddpx/examples/benchmarks/find_train.sh"; do
-  [ -f "$lib" ] && . "$lib" && break
-done
-find_train "$workspace"
+. "$(dirname "$0")/trainer.sh" 2>/dev/null ||
+  . "$0.runfiles/ddpx/examples/benchmarks/trainer.sh"  # here, workspace, TRAIN
+step_time_setup 200
 TORCH_SCRIPT=$workspace/examples/reference/train_torch.py
 [ -f "$TORCH_SCRIPT" ] || TORCH_SCRIPT=$here/../reference/train_torch.py
 python3 -c 'import torch' 2>/dev/null || die "torch is not importable (pip install torch)"
 OUT=${OUT:-$(mktemp -d /tmp/step_vs_torch.XXXXXX)}
 mkdir -p "$OUT"
 
-common=(--nproc="$NPROC" --hidden="$HIDDEN" --batch_size="$BATCH" --hook="$HOOK"
-        --max_steps="$STEPS" --log_every=1000 --lr=0.05 --momentum=0.9 --seed=0
-        --gradient_as_bucket_view="$BUCKET_VIEW")
+common+=(--gradient_as_bucket_view="$BUCKET_VIEW")
 echo "step_vs_torch: MLP 784-$HIDDEN-10, $NPROC ranks x batch $BATCH, hook $HOOK," \
      "gradient_as_bucket_view=$BUCKET_VIEW, $ROUNDS rounds x $STEPS steps each; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq 1 "$ROUNDS"); do

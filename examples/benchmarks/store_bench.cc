@@ -58,7 +58,7 @@ namespace {
 using bench::Op;
 using bench::OpStats;
 using bench::Swarm;
-using testing::Subprocess;
+using store_test::Subprocess;
 
 constexpr char kTorchServer[] = R"(
 import sys, time
@@ -206,7 +206,7 @@ int main(int argc, char** argv) {
   }
 
   auto start_ours = [] {
-    return start("ddpx", {testing::runfile("store/tcp_store_server"), "--port=0"});
+    return start("ddpx", {store_test::runfile("store/tcp_store_server"), "--port=0"});
   };
   auto start_torch = [] {
     return start("torch", {absl::GetFlag(FLAGS_python), "-c", kTorchServer});

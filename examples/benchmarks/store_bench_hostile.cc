@@ -21,7 +21,7 @@ namespace {
 using protocol::FrameWriter;
 using protocol::QueryType;
 using std::chrono::milliseconds;
-using testing::RawClient;
+using store_test::RawClient;
 using Clock = std::chrono::steady_clock;
 
 constexpr size_t kMiB = 1 << 20;

@@ -37,6 +37,7 @@ class TimedBackend : public Backend {
   std::vector<CommSpan> take_spans();
 
   std::string name() const override { return inner_->name(); }
+  const HostTopology* host_topology() const override { return inner_->host_topology(); }
   std::shared_ptr<Work> allreduce(const TensorList& t, const AllreduceOptions& o) override;
   std::shared_ptr<Work> allreduce_coalesced(const TensorList& t,
                                             const AllreduceOptions& o) override;

@@ -1,6 +1,7 @@
 // CPU kernels behind the compression hooks: float32 <-> float16/bfloat16
 // casts (optionally fused with the divide-by-world-size), float helpers for
-// reductions, and int8 min-max quantization (Bagua's ByteGrad, seed 001).
+// reductions, and int8 min-max quantization (Bagua's ByteGrad: Bagua's "Low
+// Precision Stochastic Gradient" documentation; Gan et al., VLDB 2022).
 //
 // Every kernel has a portable scalar path and an AVX2+F16C path chosen at run
 // time (Isa below). Both paths give bit-identical results: the casts round to

@@ -151,9 +151,9 @@ constexpr size_t kLargeSegmentsFromBytes = size_t{32} << 20;
 // With sync pairs that take pieces of 1 MiB or more (sync_pairs.h), the
 // classic algorithms read by the op's own thread beat every event-loop
 // algorithm from 8 B to 16 MiB (2026-11-24, 2 MiB pieces, three runs per
-// world size, docs/gloo.md "Session 5"): 2 ranks 512 KiB 209-212 us
-// against Gloo's default's 439-456; 8 MiB 3.9 ms against 6.4; 4 ranks
-// 512 KiB 0.62-1.24 ms against 3.8-5.2; 8 MiB 18.7 ms against 20.7. So
+// world size, docs/gloo.md "Allreduce algorithm choice"): 2 ranks 512 KiB
+// 209-212 us against Gloo's default's 439-456; 8 MiB 3.9 ms against 6.4;
+// 4 ranks 512 KiB 0.62-1.24 ms against 3.8-5.2; 8 MiB 18.7 ms against 20.7. So
 // halving-doubling is the choice above the two-rank ring's range, up to
 // 32 MiB: there the pieces (one blocking exchange at a time, no overlap of
 // reduction and transfer) only tie with Gloo's ring with 4 MiB segments on

@@ -5,11 +5,11 @@
 // (ring by default, or bcube) that takes a tag and a per-call timeout, and
 // the classic algorithm classes (AllreduceRing, AllreduceRingChunked,
 // AllreduceHalvingDoubling, AllreduceBcube) built on pair-bound buffers,
-// whose slots come from context->nextSlot() and whose timeout is the
-// context's. The classic ones are only used where that is safe: the op's
-// timeout equals the context's, and the context is used by one thread in a
-// fixed order on every rank (GlooBackend pins each op to a worker that owns
-// its context).
+// whose slots come from context->nextSlot() and which wait as long as their
+// pairs allow (no per-call timeout). GlooBackend runs the classic ones only
+// where that is safe: on sync pairs, whose sockets it gives each op's
+// timeout (sync_pairs.h), of a context used by one thread in a fixed order
+// on every rank (it pins each op to a worker that owns its context).
 #ifndef DDPX_PROCESS_GROUP_GLOO_ALLREDUCE_ALGORITHMS_H_
 #define DDPX_PROCESS_GROUP_GLOO_ALLREDUCE_ALGORITHMS_H_
 
@@ -56,14 +56,14 @@ absl::StatusOr<AllreduceAlgorithm> parse_allreduce_algorithm(
 // power of two) and `nbytes` (the classic classes count bytes in an int).
 bool allreduce_algorithm_supports(AllreduceAlgorithm algorithm, int world_size,
                                   size_t nbytes);
-// Classic algorithms use the context's timeout and nextSlot().
+// Classic algorithms wait as long as their pairs allow and use nextSlot().
 bool is_classic_allreduce(AllreduceAlgorithm algorithm);
 // The segment size gloo::allreduce is given (0: Gloo's default, 1 MiB).
 size_t allreduce_segment_bytes(AllreduceAlgorithm algorithm);
 
 // The algorithm the measured table (allreduce_algorithms.cc) picks for a
-// message of `nbytes` on `world_size` ranks; `classic_allowed` false limits
-// the choice to the unbound-buffer ones. `sync_piece_bytes` is the
+// message of `nbytes` on `world_size` ranks; `classic_allowed` false (the
+// group has no sync pairs) limits the choice to the unbound-buffer ones. `sync_piece_bytes` is the
 // backend's sync_piece_bytes() (sync_pairs.h): nonzero when large classic
 // allreduces can run on sync pairs in pieces, which changes the table.
 AllreduceAlgorithm choose_allreduce_algorithm(size_t nbytes, int world_size,

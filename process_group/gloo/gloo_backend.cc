@@ -9,12 +9,13 @@
 #include <cstring>
 #include <exception>
 
-#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gloo/allreduce_ring.h"
 #include "gloo/barrier.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/transport/tcp/device.h"
+#include "process_group/culprits.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/gloo/allreduce_algorithms.h"
 #include "process_group/gloo/closing_handshake.h"
 #include "process_group/gloo/gloo_internal.h"
@@ -23,6 +24,7 @@
 #include "process_group/gloo/store_adapter.h"
 #include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
+#include "process_group/gloo/tcp_pair_access.h"
 #include "process_group/gloo/two_level_allreduce.h"
 #include "process_group/host_identity.h"
 #include "process_group/network_interfaces.h"
@@ -149,6 +151,7 @@ absl::Status GlooBackend::connect() {
         // the autotuning fix below is for the unbound ops they never carry.
         read_pairs_on_calling_thread(*context);
         worker_sync_contexts_.push_back(std::move(context));
+        worker_sync_timeouts_.push_back(timeout_);  // the pairs' sockets got it
         continue;
       }
       // Before any op: a classic algorithm's first small message must not
@@ -282,7 +285,8 @@ void GlooBackend::set_up_two_level_allreduce() {
 }
 
 shm::Reduction GlooBackend::shm_reduction(DType dtype, ReduceOp op) {
-  return shm::Reduction{reduce_function(dtype, op), dtype_size(dtype)};
+  return shm::Reduction{reduce_function(dtype, op), dtype_size(dtype),
+                        static_cast<uint8_t>(1 + static_cast<int>(dtype) * 8 + static_cast<int>(op))};
 }
 
 std::string GlooBackend::device_description() const {
@@ -321,43 +325,80 @@ class GlooWork : public FutureWork {
 
 }  // namespace
 
+namespace {
+
+uint64_t total_bytes(const TensorList& tensors) {
+  uint64_t n = 0;
+  for (const Tensor& t : tensors) n += t.nbytes();
+  return n;
+}
+
+}  // namespace
+
+uint32_t GlooBackend::match_key(uint64_t bytes, DType dtype, int root) {
+  uint64_t h = bytes * 0x9e3779b97f4a7c15ULL;
+  h ^= static_cast<uint64_t>(dtype) << 7;
+  h ^= static_cast<uint64_t>(static_cast<int64_t>(root) + 1) * 0xff51afd7ed558ccdULL;
+  h ^= h >> 29;
+  h *= 0xc4ceb9fe1a85ec53ULL;
+  return static_cast<uint32_t>(h >> 32);
+}
+
 std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
-                                           std::chrono::milliseconds timeout,
-                                           OpBody body) {
-  timeout = resolve_timeout(timeout);
+                                           const OpTimeout& op_timeout_or_unset,
+                                           OpBody body, uint32_t match) {
+  const std::chrono::milliseconds timeout = op_timeout(op_timeout_or_unset);
   auto work = std::make_shared<GlooWork>(op, timeout);
+  // The flight recorder's entry for this op, when the front end recorded it:
+  // marked started and completed here, and failures are named by it.
+  const TraceHandle trace = CurrentTrace::claim();
   WorkerPool::Task task;
-  task.cancel = [work, op] {
-    work->fail(absl::CancelledError(absl::StrCat(
-        op_type_name(op), ": the gloo backend was destroyed before it ran")));
+  task.cancel = [work, op, trace] {
+    work->fail(trace.failed(absl::CancelledError(absl::StrCat(
+        op_type_name(op), ": the gloo backend was destroyed before it ran"))));
   };
   // Numbering and queueing under one lock: each worker's queue is then in
   // sequence order even when several threads issue ops at once.
   std::lock_guard<std::mutex> lock(seq_mu_);
   const uint64_t seq = next_seq_++;
   const int worker = static_cast<int>(seq % worker_contexts_.size());
+  const bool has_sync = !worker_sync_contexts_.empty();
   OpContext c{worker_contexts_[worker],
-              worker_sync_contexts_.empty() ? nullptr : worker_sync_contexts_[worker],
+              has_sync ? worker_sync_contexts_[worker] : nullptr,
+              has_sync ? &worker_sync_timeouts_[worker] : nullptr,
               worker_stores_[worker].get(), seq,
-              static_cast<uint32_t>(seq * kTagsPerOp), timeout,
+              tag_of(seq, match), timeout, {},
               &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr,
               two_level_.empty() ? nullptr : two_level_[worker].get()};
-  task.run = [this, work, op, what = std::move(what), c, body = std::move(body)] {
+  task.run = [this, work, op, what = std::move(what), c, body = std::move(body), trace] {
+    trace.started();
+    OpContext running = c;
+    running.started = std::chrono::steady_clock::now();
     absl::StatusOr<TensorList> result;
     try {
-      result = body(c);
+      result = body(running);
     } catch (const StatusError& e) {
-      result = absl::Status(e.status().code(),
-                            absl::StrCat(op_type_name(op), " of ", what, " on rank ", rank(),
-                                         " of ", size(), ": ", e.status().message()));
+      // Already decided where it was raised (the shared-memory path's
+      // DeadlineExceeded names the timeout and the rank waited for).
+      absl::Status error(e.status().code(),
+                         absl::StrCat(op_type_name(op), " of ", what, " on rank ", rank(), " of ",
+                                      size(), ": ", e.status().message()));
+      // The culprits the shared-memory path named (culprits.h).
+      e.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+        error.SetPayload(url, payload);
+      });
+      result = std::move(error);
     } catch (const std::exception& e) {
-      result = op_error(op, what, c.timeout, e.what());
+      absl::Status error = op_error(op, what, running.timeout, running.started, e.what());
+      name_transport_culprits(running, e.what(), &error);
+      result = std::move(error);
     }
     if (result.ok()) {
+      trace.completed();
       work->finish(std::move(*result));
     } else {
       op_failed_ = true;
-      work->fail(result.status());
+      work->fail(trace.failed(result.status()));
     }
   };
   work->set_ticket(pool_->submit(worker, std::move(task)));
@@ -373,27 +414,13 @@ Tensor GlooBackend::scratch_for(const OpContext& c, int64_t numel, DType dtype) 
   return Tensor::from_blob(buffer.data(), {numel}, dtype);
 }
 
-std::chrono::milliseconds GlooBackend::resolve_timeout(
-    std::chrono::milliseconds timeout) const {
-  // The front end resolves kUseGroupTimeout; direct users of the backend
-  // get the same rule here.
-  return timeout.count() < 0 ? timeout_ : timeout;
-}
-
 absl::Status GlooBackend::op_error(OpType op, const std::string& what,
                                    std::chrono::milliseconds timeout,
+                                   std::chrono::steady_clock::time_point started,
                                    const std::string& cause) const {
-  // Event-loop pairs say "Timed out ..."; sync pairs (sync_pairs.h), whose
-  // blocking recv()/send() end at SO_RCVTIMEO/SO_SNDTIMEO, "Read timeout" or
-  // "Write timeout".
-  const bool timed_out = absl::StrContains(cause, "Timed out") ||
-                         absl::StrContains(cause, "timed out") ||
-                         absl::StrContains(cause, "Timeout") ||
-                         absl::StrContains(cause, "Read timeout") ||
-                         absl::StrContains(cause, "Write timeout");
   std::string head = absl::StrCat(op_type_name(op), " of ", what, " on rank ",
                                   rank(), " of ", size());
-  if (timed_out) {
+  if (std::chrono::steady_clock::now() - started >= timeout) {
     return absl::DeadlineExceededError(absl::StrCat(
         head, " timed out after ", timeout.count(), " ms: ", cause));
   }
@@ -402,8 +429,64 @@ absl::Status GlooBackend::op_error(OpType op, const std::string& what,
       cause));
 }
 
-std::shared_ptr<gloo::Context> GlooBackend::sync_context_for(const OpContext& c) const {
-  return c.timeout == timeout_ ? c.sync_context : nullptr;
+std::shared_ptr<gloo::Context> GlooBackend::sync_pairs(const OpContext& c) const {
+  if (c.sync_context == nullptr) return nullptr;
+  if (*c.sync_timeout != c.timeout) {
+    set_sync_pair_timeout(*c.sync_context, c.timeout);
+    *c.sync_timeout = c.timeout;
+  }
+  return c.sync_context;
+}
+
+GlooBackend::AllreducePlan GlooBackend::allreduce_plan(size_t nbytes) const {
+  // The classic classes wait as long as their pairs allow, so they run on
+  // the sync pairs only, whose sockets get each op's timeout; the event-loop
+  // pairs run Gloo's unbound-buffer algorithms, which take it per call.
+  const bool has_sync = !worker_sync_contexts_.empty();
+  const size_t piece_bytes = sync_piece_bytes();
+  AllreduceAlgorithm algorithm = options_.allreduce_algorithm.value_or(
+      choose_allreduce_algorithm(nbytes, size(), has_sync, piece_bytes));
+  if (!allreduce_algorithm_supports(algorithm, size(), nbytes)) {
+    algorithm = AllreduceAlgorithm::kGlooRing;
+  }
+  using Where = AllreducePlan::Where;
+  if (has_sync && allreduce_runs_on_sync_pairs(algorithm, nbytes, size(), sync_limits_)) {
+    return {algorithm, Where::kSyncPairs};
+  }
+  if (has_sync && piece_bytes > 0 && algorithm == AllreduceAlgorithm::kHalvingDoubling) {
+    return {algorithm, Where::kSyncPieces};
+  }
+  if (is_classic_allreduce(algorithm)) algorithm = AllreduceAlgorithm::kGlooRing;
+  return {algorithm, Where::kEventLoop};
+}
+
+void GlooBackend::name_transport_culprits(const OpContext& c, const std::string& cause,
+                                          absl::Status* error) {
+  PairReport report = report_pairs(*c.context, cause);
+  if (c.sync_context != nullptr) {
+    PairReport sync = report_pairs(*c.sync_context, cause);
+    auto merge = [](std::vector<int>& into, const std::vector<int>& from) {
+      into.insert(into.end(), from.begin(), from.end());
+      std::sort(into.begin(), into.end());
+      into.erase(std::unique(into.begin(), into.end()), into.end());
+    };
+    merge(report.no_data, sync.no_data);
+    merge(report.not_asked, sync.not_asked);
+    merge(report.named, sync.named);
+  }
+  // Gloo names the peer whose connection broke or whose read timed out.
+  const bool gone = absl::StrContains(cause, "Connection closed by peer") ||
+                    absl::StrContains(cause, "Connection reset") ||
+                    absl::StrContains(cause, "Broken pipe");
+  if (gone && !report.named.empty()) {
+    set_culprits(error, {CulpritReason::kExited, report.named});
+  } else if (!report.no_data.empty()) {
+    set_culprits(error, {CulpritReason::kSilent, report.no_data});
+  } else if (!report.named.empty()) {
+    set_culprits(error, {CulpritReason::kSilent, report.named});
+  } else if (!report.not_asked.empty()) {
+    set_culprits(error, {CulpritReason::kNotReceiving, report.not_asked});
+  }
 }
 
 void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
@@ -438,27 +521,19 @@ void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
   call.op = op;
   call.tag = tag;
   call.timeout = c.timeout;
-  const size_t nbytes = tensors[0].nbytes();
-  // Classic algorithms wait with the context's timeout; use them only when
-  // that is the op's.
-  const bool classic_allowed = c.timeout == timeout_;
-  const size_t piece_bytes = sync_piece_bytes();
-  AllreduceAlgorithm algorithm = options_.allreduce_algorithm.value_or(
-      choose_allreduce_algorithm(nbytes, size(), classic_allowed, piece_bytes));
-  if (!allreduce_algorithm_supports(algorithm, size(), nbytes) ||
-      (is_classic_allreduce(algorithm) && !classic_allowed)) {
-    algorithm = AllreduceAlgorithm::kGlooRing;
-  }
-  if (c.sync_context != nullptr &&
-      allreduce_runs_on_sync_pairs(algorithm, nbytes, size(), sync_limits_)) {
-    call.context = c.sync_context;
-    run_allreduce(algorithm, call);
-  } else if (c.sync_context != nullptr && piece_bytes > 0 &&
-             algorithm == AllreduceAlgorithm::kHalvingDoubling) {
-    call.context = c.sync_context;
-    run_allreduce_in_pieces(algorithm, call, piece_bytes);
-  } else {
-    run_allreduce(algorithm, call);
+  const AllreducePlan plan = allreduce_plan(tensors[0].nbytes());
+  switch (plan.where) {
+    case AllreducePlan::Where::kSyncPairs:
+      call.context = sync_pairs(c);
+      run_allreduce(plan.algorithm, call);
+      break;
+    case AllreducePlan::Where::kSyncPieces:
+      call.context = sync_pairs(c);
+      run_allreduce_in_pieces(plan.algorithm, call, sync_piece_bytes());
+      break;
+    case AllreducePlan::Where::kEventLoop:
+      run_allreduce(plan.algorithm, call);
+      break;
   }
   if (op == ReduceOp::AVG) {
     for (const Tensor& t : tensors) {
@@ -473,7 +548,8 @@ std::shared_ptr<Work> GlooBackend::allreduce(const TensorList& tensors,
                  [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
                    allreduce_on_worker(tensors, opts.op, c, c.tag);
                    return tensors;
-                 });
+                 },
+                 tensors.empty() ? 0 : match_key(tensors[0].nbytes(), tensors[0].dtype(), -1));
 }
 
 std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
@@ -490,7 +566,8 @@ std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
         allreduce_on_worker({flat}, opts.op, c, c.tag);
         unflatten_into(flat, tensors);
         return tensors;
-      });
+      },
+      tensors.empty() ? 0 : match_key(total_bytes(tensors), tensors[0].dtype(), -1));
 }
 
 std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {
@@ -500,7 +577,7 @@ std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {
                      throw_if_error(shm::barrier(*c.shm, shm::Deadline::after(c.timeout)));
                      return TensorList{};
                    }
-                   if (auto sync = sync_context_for(c); sync != nullptr && size() > 1) {
+                   if (auto sync = sync_pairs(c); sync != nullptr && size() > 1) {
                      barrier_classic(sync);
                      return TensorList{};
                    }

@@ -74,6 +74,15 @@ class GlooBackend : public Backend {
   const HostTopology* host_topology() const override { return &topology_; }
   // Whether large allreduces take two levels across hosts (GlooOptions).
   bool uses_two_level_allreduce() const { return !two_level_.empty(); }
+  // The algorithm the TCP path runs for an allreduce of `nbytes` per tensor,
+  // and where. It depends on sizes, the options and what the ranks agreed
+  // at rendezvous, never on the op's timeout, so every rank picks the same.
+  struct AllreducePlan {
+    enum class Where { kSyncPairs, kSyncPieces, kEventLoop };
+    AllreduceAlgorithm algorithm;
+    Where where;
+  };
+  AllreducePlan allreduce_plan(size_t nbytes) const;
   const std::string& shared_memory_status() const { return shm_status_; }
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
@@ -124,13 +133,17 @@ class GlooBackend : public Backend {
   // What a queued op sees when it runs on its worker.
   struct OpContext {
     std::shared_ptr<gloo::Context> context;  // the worker's own
-    // The worker's sync-mode context for classic allreduces (sync_pairs.h);
-    // null when GlooOptions::sync_max_bytes is 0.
+    // The worker's sync-mode context (sync_pairs.h), where the classic
+    // algorithm classes run; null when GlooOptions::sync_max_bytes is 0.
+    // Take it through sync_pairs(), which gives its sockets the op's timeout.
     std::shared_ptr<gloo::Context> sync_context;
+    // The timeout the sync context's sockets have now (the worker's own).
+    std::chrono::milliseconds* sync_timeout;
     Store* store;                            // the worker's own store handle
     uint64_t seq;                            // same on every rank
     uint32_t tag;  // first of kTagsPerOp gloo tags owned by this op
-    std::chrono::milliseconds timeout;
+    std::chrono::milliseconds timeout;  // the op's, resolved
+    std::chrono::steady_clock::time_point started;  // when the op began to run
     Tensor* scratch;  // the worker's reusable buffer (see scratch_for)
     // The worker's shared-memory channel; null when the group is not on
     // the shared-memory path.
@@ -164,19 +177,46 @@ class GlooBackend : public Backend {
   static shm::Reduction shm_reduction(DType dtype, ReduceOp op);
 
   // Queues `body` on the worker its sequence number picks; `what` describes
-  // the op for error messages ("float32[1024]").
-  std::shared_ptr<Work> enqueue(OpType op, std::string what,
-                                std::chrono::milliseconds timeout, OpBody body);
-  // kUseGroupTimeout (any negative) -> this backend's default.
-  std::chrono::milliseconds resolve_timeout(std::chrono::milliseconds timeout) const;
-  // The error for a Gloo exception: names the op, the rank and the timeout.
-  absl::Status op_error(OpType op, const std::string& what,
-                        std::chrono::milliseconds timeout,
+  // the op for error messages ("float32[1024]"). `match` (match_key) is
+  // what every rank's call must agree on; it goes into the op's tags.
+  std::shared_ptr<Work> enqueue(OpType op, std::string what, const OpTimeout& timeout,
+                                OpBody body, uint32_t match = 0);
+  // The first of op `seq`'s kTagsPerOp tags, with 8 bits of `match` on top:
+  // ranks that call an op of another size, dtype or root then wait for
+  // different slots and time out naming the op, instead of mixing the data
+  // or making Gloo's reader thread abort the process on a message of
+  // another length.
+  static uint32_t tag_of(uint64_t seq, uint32_t match) {
+    return ((match & 0xffu) << 24) | static_cast<uint32_t>((seq * kTagsPerOp) & 0xffffffu);
+  }
+  // A hash of what an allreduce, broadcast or reduce must agree on: the
+  // bytes that cross between ranks, their dtype, the root.
+  static uint32_t match_key(uint64_t bytes, DType dtype, int root);
+  // The op's timeout as the front end resolved it, or for a direct call
+  // that left it unset, the one this backend was created with.
+  std::chrono::milliseconds op_timeout(const OpTimeout& timeout) const {
+    return timeout.value_or(timeout_);
+  }
+  // The error for a Gloo exception raised by an op that began at `started`:
+  // names the op, the rank, the timeout and Gloo's cause (which names the
+  // peer). Every wait of an op on Gloo is bounded by the op's timeout (the
+  // unbound buffers' waits take it, the sync pairs' sockets are given it),
+  // and Gloo tells a timeout only in words: an exception once the timeout
+  // has passed is the op's timeout (DeadlineExceeded), one before it a
+  // failure (Unavailable: a peer closed or reset the connection).
+  absl::Status op_error(OpType op, const std::string& what, std::chrono::milliseconds timeout,
+                        std::chrono::steady_clock::time_point started,
                         const std::string& cause) const;
 
-  // The worker's sync context where the op may use it (classic classes use
-  // the context's timeout: only when the op's is the group's), else null.
-  std::shared_ptr<gloo::Context> sync_context_for(const OpContext& c) const;
+  // Sets the culprits (culprits.h) of a failed op from what its contexts'
+  // TCP pairs say and the peer Gloo's message names.
+  static void name_transport_culprits(const OpContext& c, const std::string& cause,
+                                      absl::Status* error);
+
+  // The worker's sync context (null if it has none), its sockets' send and
+  // receive timeouts set to the op's: the classic classes wait on a sync
+  // pair as long as its socket allows, so they run there only.
+  std::shared_ptr<gloo::Context> sync_pairs(const OpContext& c) const;
 
   // Bodies shared by several ops; they run on a worker and throw gloo's
   // exceptions.
@@ -197,10 +237,12 @@ class GlooBackend : public Backend {
   absl::StatusOr<TensorList> monitored_barrier_on_worker(
       const OpContext& c, bool wait_all_ranks) const;
   std::shared_ptr<Work> start_p2p(OpType op, const TensorList& tensors,
-                                  std::vector<int> peers, int tag,
-                                  std::chrono::milliseconds timeout);
+                                  std::vector<int> peers, int tag, const OpTimeout& timeout);
 
   const std::shared_ptr<Store> store_;
+  // Given at creation: the rendezvous's timeout (and its contexts' pairs'
+  // initial one), the closing handshake's bound, and an op's where a direct
+  // caller left it unset.
   const std::chrono::milliseconds timeout_;
   const GlooOptions options_;
   std::string key_prefix_;  // this backend instance's keys in the store
@@ -209,6 +251,8 @@ class GlooBackend : public Backend {
   std::shared_ptr<gloo::transport::Device> device_;
   std::vector<std::shared_ptr<gloo::Context>> worker_contexts_;
   std::vector<std::shared_ptr<gloo::Context>> worker_sync_contexts_;  // may be empty
+  // Per worker: the timeout its sync context's sockets have (OpContext).
+  std::vector<std::chrono::milliseconds> worker_sync_timeouts_;
   SyncPairLimits sync_limits_;
   std::vector<std::unique_ptr<Store>> worker_stores_;
   std::vector<Tensor> worker_scratch_;  // used only by its worker

@@ -35,13 +35,12 @@ std::shared_ptr<Work> GlooBackend::broadcast(const TensorList& tensors,
         if (tensors.empty()) return tensors;
         const Tensor& main =
             rank() == opts.root_rank ? tensors[opts.root_tensor] : tensors[0];
-        auto sync = sync_context_for(c);
         if (c.shm != nullptr) {
           throw_if_error(shm::broadcast(*c.shm, main.data(), main.nbytes(), opts.root_rank,
                                         shm::Deadline::after(c.timeout)));
-        } else if (main.nbytes() > 0 && sync != nullptr &&
-            broadcast_runs_on_sync_pairs(main.nbytes(), sync_limits_)) {
-          broadcast_classic(sync, main.data(), main.nbytes(), opts.root_rank);
+        } else if (main.nbytes() > 0 && c.sync_context != nullptr &&
+                   broadcast_runs_on_sync_pairs(main.nbytes(), sync_limits_)) {
+          broadcast_classic(sync_pairs(c), main.data(), main.nbytes(), opts.root_rank);
         } else if (main.nbytes() > 0) {
           gloo::BroadcastOptions o(c.context);
           o.setOutput<uint8_t>(bytes_of(main), main.nbytes());
@@ -54,7 +53,9 @@ std::shared_ptr<Work> GlooBackend::broadcast(const TensorList& tensors,
           if (t.data() != main.data()) copy_bytes(t, main.data());
         }
         return tensors;
-      });
+      },
+      tensors.empty() ? 0
+                      : match_key(tensors[0].nbytes(), tensors[0].dtype(), opts.root_rank));
 }
 
 // In place, like torch: the root's tensor gets the result; on other ranks
@@ -89,7 +90,9 @@ std::shared_ptr<Work> GlooBackend::reduce(const TensorList& tensors,
           divide_in_place(target.data(), n, target.dtype(), size());
         }
         return tensors;
-      });
+      },
+      tensors.empty() ? 0
+                      : match_key(tensors[0].nbytes(), tensors[0].dtype(), opts.root_rank));
 }
 
 void GlooBackend::allgather_bytes(const OpContext& c, const void* in, void* out,
@@ -99,9 +102,9 @@ void GlooBackend::allgather_bytes(const OpContext& c, const void* in, void* out,
                                   shm::Deadline::after(c.timeout)));
     return;
   }
-  auto sync = sync_context_for(c);
-  if (sync != nullptr && allgather_runs_on_sync_pairs(nbytes_per_rank, size(), sync_limits_)) {
-    allgather_classic(sync, in, out, nbytes_per_rank);
+  if (c.sync_context != nullptr &&
+      allgather_runs_on_sync_pairs(nbytes_per_rank, size(), sync_limits_)) {
+    allgather_classic(sync_pairs(c), in, out, nbytes_per_rank);
     return;
   }
   gloo::AllgatherOptions o(c.context);
@@ -164,12 +167,15 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
 
 // Reduce-scatter of `n` chunks of `count` elements at `input` (chunk r for
 // rank r) into `output`. Small inputs go through Gloo's classic
-// halving-doubling (when the op's timeout is the context's), the rest
-// through the ring (reduce_scatter_ring.h).
+// halving-doubling on the sync pairs (where it fits as an allreduce of the
+// whole input would: its messages are that allreduce's first half), the
+// rest through the ring (reduce_scatter_ring.h).
 bool GlooBackend::reduce_scatter_uses_classic(const Tensor& output,
                                               const OpContext& c) const {
-  return size() > 1 && c.timeout == timeout_ &&
-         output.nbytes() * size() <= kReduceScatterClassicUpToBytes;
+  const size_t total = output.nbytes() * size();
+  return size() > 1 && c.sync_context != nullptr && total <= kReduceScatterClassicUpToBytes &&
+         allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kHalvingDoubling, total, size(),
+                                      sync_limits_);
 }
 
 // Scratch elements reduce_scatter_on_worker needs: the classic algorithm's
@@ -213,14 +219,7 @@ void GlooBackend::reduce_scatter_on_worker(const void* input, const Tensor& outp
   call.tag = tag;
   call.timeout = c.timeout;
   if (reduce_scatter_uses_classic(output, c)) {
-    // Its messages are halving-doubling's reduce-scatter half: they fit
-    // where an allreduce of the whole input would.
-    auto sync = sync_context_for(c);
-    if (sync != nullptr && allreduce_runs_on_sync_pairs(AllreduceAlgorithm::kHalvingDoubling,
-                                                        chunk_bytes * size(), size(),
-                                                        sync_limits_)) {
-      call.context = sync;
-    }
+    call.context = sync_pairs(c);
     run_reduce_scatter_halving_doubling(call, scratch);
     return;
   }
@@ -285,9 +284,9 @@ std::shared_ptr<Work> GlooBackend::gather(
         void* span = is_root ? contiguous_span(outputs[0]) : nullptr;
         std::vector<uint8_t> gathered(is_root && span == nullptr ? in.nbytes() * size() : 0);
         uint8_t* dst = span != nullptr ? static_cast<uint8_t*>(span) : gathered.data();
-        auto sync = sync_context_for(c);
-        if (sync != nullptr && rooted_op_runs_on_sync_pairs(in.nbytes(), sync_limits_)) {
-          gather_classic(sync, in.data(), dst, in.nbytes(), opts.root_rank);
+        if (c.sync_context != nullptr &&
+            rooted_op_runs_on_sync_pairs(in.nbytes(), sync_limits_)) {
+          gather_classic(sync_pairs(c), in.data(), dst, in.nbytes(), opts.root_rank);
         } else {
           gloo::GatherOptions o(c.context);
           o.setInput<uint8_t>(bytes_of(in), in.nbytes());
@@ -318,9 +317,9 @@ std::shared_ptr<Work> GlooBackend::scatter(
         if (rank() == opts.root_rank) {
           for (const Tensor& t : inputs[0]) sources.push_back(bytes_of(t));
         }
-        auto sync = sync_context_for(c);
-        if (sync != nullptr && rooted_op_runs_on_sync_pairs(out.nbytes(), sync_limits_)) {
-          scatter_classic(sync, std::vector<const void*>(sources.begin(), sources.end()),
+        if (c.sync_context != nullptr &&
+            rooted_op_runs_on_sync_pairs(out.nbytes(), sync_limits_)) {
+          scatter_classic(sync_pairs(c), std::vector<const void*>(sources.begin(), sources.end()),
                           out.data(), out.nbytes(), opts.root_rank);
           return outputs;
         }

@@ -8,6 +8,7 @@
 #include "gloo/context.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
+#include "process_group/flight_recorder.h"
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/gloo_internal.h"
 
@@ -22,24 +23,29 @@ constexpr uint8_t kP2PSlotPrefix = 0x40;
 std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
                                              const TensorList& tensors,
                                              std::vector<int> peers, int tag,
-                                             std::chrono::milliseconds timeout) {
-  timeout = resolve_timeout(timeout);
+                                             const OpTimeout& op_timeout_or_unset) {
+  const std::chrono::milliseconds timeout = op_timeout(op_timeout_or_unset);
+  const auto started = std::chrono::steady_clock::now();
   auto work = std::make_shared<FutureWork>(op);
+  // The flight recorder's entry: posted (started) now, completed by the
+  // waiter before the caller can see it.
+  const TraceHandle trace = CurrentTrace::claim();
+  trace.started();
   auto pending = std::make_shared<P2PWaiters::Pending>();
   pending->is_recv = op != OpType::kSend;
   const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(tag));
   const std::string what = describe(tensors);
   for (int peer : peers) {
     if (peer < 0 || peer >= size() || peer == rank()) {
-      work->fail(absl::InvalidArgumentError(absl::StrCat(
+      work->fail(trace.failed(absl::InvalidArgumentError(absl::StrCat(
           op_type_name(op), ": peer rank ", peer, " is not another rank of [0, ",
-          size(), ") (this is rank ", rank(), ")")));
+          size(), ") (this is rank ", rank(), ")"))));
       return work;
     }
   }
   if (peers.empty()) {
-    work->fail(absl::InvalidArgumentError(absl::StrCat(
-        op_type_name(op), ": a group of size 1 has no other rank to receive from")));
+    work->fail(trace.failed(absl::InvalidArgumentError(absl::StrCat(
+        op_type_name(op), ": a group of size 1 has no other rank to receive from"))));
     return work;
   }
   try {
@@ -57,14 +63,15 @@ std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
       }
     }
   } catch (const std::exception& e) {
-    work->fail(op_error(op, what, timeout, e.what()));
+    work->fail(trace.failed(op_error(op, what, timeout, started, e.what())));
     return work;
   }
   if (pending->buffers.empty()) {
+    trace.completed();
     work->finish(tensors, peers.size() == 1 ? peers[0] : -1);
     return work;
   }
-  p2p_waiters_->start(pending, [this, work, op, what, tensors, timeout](
+  p2p_waiters_->start(pending, [this, work, op, what, tensors, timeout, started, trace](
                                    P2PWaiters::Pending& p) {
     int source = -1;
     try {
@@ -72,16 +79,17 @@ std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
         const bool completed = p.is_recv ? buffer->waitRecv(&source, timeout)
                                          : buffer->waitSend(timeout);
         if (!completed) {
-          work->fail(absl::CancelledError(absl::StrCat(
+          work->fail(trace.failed(absl::CancelledError(absl::StrCat(
               op_type_name(op), " of ", what,
-              ": aborted because the gloo backend was destroyed")));
+              ": aborted because the gloo backend was destroyed"))));
           return;
         }
       }
     } catch (const std::exception& e) {
-      work->fail(op_error(op, what, timeout, e.what()));
+      work->fail(trace.failed(op_error(op, what, timeout, started, e.what())));
       return;
     }
+    trace.completed();
     work->finish(tensors, p.is_recv ? source : -1);
   });
   return work;

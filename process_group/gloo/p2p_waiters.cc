@@ -1,11 +1,12 @@
 #include "process_group/gloo/p2p_waiters.h"
 
 #include "gloo/transport/unbound_buffer.h"
+#include "process_group/gloo/deferred_join.h"
 
 namespace ddpx {
 
 P2PWaiters::~P2PWaiters() {
-  std::list<std::unique_ptr<Entry>> entries;
+  std::list<std::shared_ptr<Entry>> entries;
   {
     std::lock_guard<std::mutex> lock(mu_);
     entries.swap(entries_);
@@ -20,21 +21,29 @@ P2PWaiters::~P2PWaiters() {
       }
     }
   }
-  for (auto& e : entries) e->thread.join();
+  for (auto& e : entries) {
+    if (e->thread.get_id() == std::this_thread::get_id()) {
+      // A callback of this waiter released the backend: it goes on after
+      // this returns.
+      join_when_finished(std::move(e->thread),
+                         std::shared_ptr<const std::atomic<bool>>(e, &e->done));
+    } else {
+      e->thread.join();
+    }
+  }
 }
 
 void P2PWaiters::start(std::shared_ptr<Pending> pending,
                        std::function<void(Pending&)> wait) {
   std::lock_guard<std::mutex> lock(mu_);
   reap_locked();
-  auto entry = std::make_unique<Entry>();
-  Entry* e = entry.get();
+  auto e = std::make_shared<Entry>();
   e->pending = std::move(pending);
   e->thread = std::thread([e, wait = std::move(wait)] {
     wait(*e->pending);
     e->done.store(true);
   });
-  entries_.push_back(std::move(entry));
+  entries_.push_back(std::move(e));
 }
 
 void P2PWaiters::reap_locked() {

@@ -2,7 +2,9 @@
 // receives are matched in the order the user issued them) and each is then
 // waited for on a thread of its own: a receive that never arrives must not
 // hold up another op's completion. The destructor aborts the waits still
-// pending and joins every thread.
+// pending and joins every thread, except the calling one when a callback on
+// a waiter thread released the backend: that one finishes its callback and
+// is joined later (deferred_join.h).
 #ifndef DDPX_PROCESS_GROUP_GLOO_P2P_WAITERS_H_
 #define DDPX_PROCESS_GROUP_GLOO_P2P_WAITERS_H_
 
@@ -41,6 +43,7 @@ class P2PWaiters {
              std::function<void(Pending&)> wait);
 
  private:
+  // Shared with its thread, which may outlive this object.
   struct Entry {
     std::shared_ptr<Pending> pending;
     std::atomic<bool> done{false};
@@ -50,7 +53,7 @@ class P2PWaiters {
   void reap_locked();
 
   std::mutex mu_;
-  std::list<std::unique_ptr<Entry>> entries_;
+  std::list<std::shared_ptr<Entry>> entries_;
 };
 
 }  // namespace ddpx

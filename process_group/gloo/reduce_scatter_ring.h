@@ -1,7 +1,7 @@
 // A real reduce-scatter for the Gloo backend: Gloo 0.5.0 has no unbound-
 // buffer reduce-scatter (only the classic ReduceScatterHalvingDoubling,
-// which reduces in place, wants a power-of-two-friendly layout and uses the
-// context's timeout), so this is a ring over Gloo's unbound buffers.
+// which reduces in place, wants a power-of-two-friendly layout and has no
+// per-call timeout), so this is a ring over Gloo's unbound buffers.
 //
 // n - 1 steps; at step s rank r receives from its left neighbour its partial
 // sum of chunk (r - s - 2) mod n, adds its own input chunk and passes it on,
@@ -52,9 +52,10 @@ void run_reduce_scatter_ring(const ReduceScatterCall& call);
 // reduces in place: the input is first copied to `work` (size * count
 // elements). One exchange per round on pre-registered pair buffers: on
 // small messages it beats the ring, whose every transfer is a
-// request/response over unbound buffers. Uses the context's timeout and
-// nextSlot(), so only for contexts used in one order on every rank, with
-// the op's timeout equal to the context's (like the classic allreduces).
+// request/response over unbound buffers. Waits as long as its pairs allow
+// and uses nextSlot(), so only for contexts used in one order on every rank
+// whose pairs bound each wait by the op's timeout: sync pairs (like the
+// classic allreduces).
 void run_reduce_scatter_halving_doubling(const ReduceScatterCall& call, void* work);
 // Where the backend switches from halving-doubling to the ring (bytes of
 // the whole input), measured with collective_bench (docs/gloo.md).

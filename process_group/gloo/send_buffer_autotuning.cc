@@ -1,7 +1,8 @@
 #include "process_group/gloo/send_buffer_autotuning.h"
 
 #include <cstddef>
-#include <mutex>
+
+#include "gloo/context.h"
 
 #include "process_group/gloo/tcp_pair_access.h"
 
@@ -16,19 +17,12 @@ constexpr size_t kGlooMaxSendBufferBytes = size_t{32} << 20;
 
 void keep_send_buffer_autotuning(gloo::Context& context) {
   for (int peer = 0; peer < context.size; ++peer) {
-    TcpPair* pair = tcp_pair(context, peer);
-    if (pair == nullptr) continue;
-    // Under the pair's lock, where Gloo reads it (Pair::send).
-    std::lock_guard<std::mutex> lock(TcpPairInternals::mutex(*pair));
-    TcpPairInternals::send_buffer_size(*pair) = kGlooMaxSendBufferBytes;
+    tcp_pair_record_send_buffer(context, peer, kGlooMaxSendBufferBytes);
   }
 }
 
 size_t gloo_recorded_send_buffer_bytes(gloo::Context& context, int peer) {
-  TcpPair* pair = tcp_pair(context, peer);
-  if (pair == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(TcpPairInternals::mutex(*pair));
-  return TcpPairInternals::send_buffer_size(*pair);
+  return tcp_pair_recorded_send_buffer(context, peer);
 }
 
 }  // namespace ddpx

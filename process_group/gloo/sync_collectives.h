@@ -3,8 +3,8 @@
 // (BroadcastOneToAll, AllgatherRing, BarrierAllToOne) and pair-bound
 // buffers directly for gather and scatter: the unbound-buffer
 // gloo::broadcast, gloo::allgather, ... can only run on event-loop pairs,
-// where every hop costs the receiver two wake-ups. Measured on the development VM (docs/gloo.md,
-// "Session 5"): 4-rank barrier 63 us against 975, 2-rank 8 B broadcast
+// where every hop costs the receiver two wake-ups. Measured on the
+// development VM (docs/gloo.md, "Sync pairs"): 4-rank barrier 63 us against 975, 2-rank 8 B broadcast
 // 17 us against 60-90, 4-rank small allgathers 4-5x faster.
 //
 // Blocking writes stay safe: in BroadcastOneToAll every receiver first
@@ -13,9 +13,10 @@
 // (writes); AllgatherRing exchanges notifications every round,
 // so a rank is at most one chunk ahead of its right neighbour, and a chunk
 // goes to the sync pairs only if it fits in half the agreed send capacity
-// (like allreduce's unread bytes). As for allreduce, only where the op's
-// timeout is the group's (classic classes use the context's), and the
-// choice depends only on sizes, so it is the same on every rank.
+// (like allreduce's unread bytes). As for allreduce, the sync pairs'
+// sockets get each op's timeout (set_sync_pair_timeout), and the choice
+// depends only on sizes and the agreed limits, so it is the same on every
+// rank.
 #ifndef DDPX_PROCESS_GROUP_GLOO_SYNC_COLLECTIVES_H_
 #define DDPX_PROCESS_GROUP_GLOO_SYNC_COLLECTIVES_H_
 

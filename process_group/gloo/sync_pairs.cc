@@ -1,15 +1,11 @@
 #include "process_group/gloo/sync_pairs.h"
 
-#include <sys/socket.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <limits>
-#include <mutex>
 
 #include "gloo/allreduce_ring.h"
 #include "gloo/common/error.h"
+#include "gloo/context.h"
 #include "process_group/gloo/tcp_pair_access.h"
 
 namespace ddpx {
@@ -48,32 +44,21 @@ void run_allreduce_in_pieces(AllreduceAlgorithm algorithm, const AllreduceCall& 
   }
 }
 
-namespace {
-
-// Sets the socket's SO_SNDBUF and tells Gloo, which only ever grows it, so
-// that it never sets a smaller one (under the pair's lock, where Gloo reads
-// and writes its record).
-void size_send_buffer(TcpPair& pair) {
-  std::lock_guard<std::mutex> lock(TcpPairInternals::mutex(pair));
-  const int fd = TcpPairInternals::fd(pair);
-  if (fd < 0) return;
-  int bytes = static_cast<int>(kSyncPairSendBufferBytes);
-  if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &bytes, sizeof(bytes)) != 0) {
-    GLOO_THROW_IO_EXCEPTION("setsockopt(SO_SNDBUF) on a sync pair: ", strerror(errno));
-  }
-  TcpPairInternals::send_buffer_size(pair) = kSyncPairSendBufferBytes;
-}
-
-}  // namespace
-
 void read_pairs_on_calling_thread(gloo::Context& context) {
   for (int peer = 0; peer < context.size; ++peer) {
-    TcpPair* pair = tcp_pair(context, peer);
-    if (pair == nullptr) continue;
-    // Busy polling would keep a core spinning per waiting op: on a machine
-    // with fewer cores than ranks it takes the CPU the peers need.
-    pair->setSync(/*sync=*/true, /*busyPoll=*/false);
-    size_send_buffer(*pair);
+    if (!tcp_pair_set_sync(context, peer)) continue;
+    // Gloo, which only ever grows the buffer, then never sets a smaller one.
+    absl::Status sized = tcp_pair_size_send_buffer(context, peer, kSyncPairSendBufferBytes);
+    if (!sized.ok()) {
+      GLOO_THROW_IO_EXCEPTION("setsockopt(SO_SNDBUF) on a sync pair: ", sized.message());
+    }
+  }
+}
+
+void set_sync_pair_timeout(gloo::Context& context, std::chrono::milliseconds timeout) {
+  for (int peer = 0; peer < context.size; ++peer) {
+    absl::Status s = tcp_pair_set_io_timeout(context, peer, timeout);
+    if (!s.ok()) GLOO_THROW_IO_EXCEPTION("a sync pair's timeout: ", s.message());
   }
 }
 
@@ -96,18 +81,11 @@ SyncPairLimits agree_on_sync_limits(const std::vector<std::shared_ptr<gloo::Cont
 }
 
 size_t sync_pair_send_buffer_bytes(gloo::Context& context, int peer) {
-  TcpPair* pair = tcp_pair(context, peer);
-  if (pair == nullptr) return 0;
-  std::lock_guard<std::mutex> lock(TcpPairInternals::mutex(*pair));
-  int bytes = 0;
-  socklen_t len = sizeof(bytes);
-  if (getsockopt(TcpPairInternals::fd(*pair), SOL_SOCKET, SO_SNDBUF, &bytes, &len) != 0) return 0;
-  return static_cast<size_t>(bytes);
+  return tcp_pair_socket_send_buffer(context, peer);
 }
 
 bool pair_reads_on_calling_thread(gloo::Context& context, int peer) {
-  TcpPair* pair = tcp_pair(context, peer);
-  return pair != nullptr && TcpPairInternals::is_sync(*pair);
+  return tcp_pair_is_sync(context, peer);
 }
 
 }  // namespace ddpx

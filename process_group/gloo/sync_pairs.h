@@ -8,8 +8,8 @@
 // threads (4 ranks on 2 vCPUs here) every wake-up waits for a CPU and small
 // ops are scheduler-bound. Gloo's own "sync" mode (tcp::Pair::setSync)
 // takes a pair off the event loop and makes the op's thread read its
-// messages itself with a blocking recv() bounded by the context's timeout
-// (SO_RCVTIMEO): one wake-up per hop.
+// messages itself with a blocking recv() bounded by its socket's SO_RCVTIMEO
+// (set to each op's timeout, set_sync_pair_timeout): one wake-up per hop.
 //
 // Sync mode has two limits, both of which GlooBackend respects:
 //  - only pair-bound buffers work in it (the classic algorithm classes:
@@ -35,10 +35,12 @@
 // A larger halving-doubling allreduce runs on the sync pairs in pieces
 // (run_allreduce_in_pieces) when the grant allows pieces of at least
 // kSyncPiecesMinBytes: one blocking read per message still beats the event
-// loop's two wake-ups at every size measured (docs/gloo.md, "Session 5").
+// loop's two wake-ups at every size measured (docs/gloo.md, "Allreduce
+// algorithm choice").
 #ifndef DDPX_PROCESS_GROUP_GLOO_SYNC_PAIRS_H_
 #define DDPX_PROCESS_GROUP_GLOO_SYNC_PAIRS_H_
 
+#include <chrono>
 #include <cstddef>
 #include <memory>
 #include <vector>
@@ -101,6 +103,14 @@ void run_allreduce_in_pieces(AllreduceAlgorithm algorithm, const AllreduceCall& 
 // once after connectFullMesh, before any op; pairs of another transport are
 // left alone. Throws gloo's exceptions (a pair that closed meanwhile).
 void read_pairs_on_calling_thread(gloo::Context& context);
+
+// Bounds every blocking read and write on `context`'s sync pairs by
+// `timeout` (their sockets' SO_RCVTIMEO and SO_SNDTIMEO, which Gloo set to
+// the context's timeout when they connected): the classic classes on a sync
+// pair wait no longer than that, and then fail with Gloo's "Read timeout" or
+// "Write timeout". Call it from the thread that runs the context's ops,
+// before an op. Throws gloo's exceptions.
+void set_sync_pair_timeout(gloo::Context& context, std::chrono::milliseconds timeout);
 
 // The kernel's SO_SNDBUF of the pair to `peer` (0 for self).
 size_t sync_pair_send_buffer_bytes(gloo::Context& context, int peer);

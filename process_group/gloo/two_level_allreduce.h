@@ -7,6 +7,11 @@
 // allreduce can (a flat ring over H x L ranks sends up to L times that
 // through some hosts' links when the ring order crosses them often).
 //
+// The message goes in pieces of kPieceBytes, pipelined: while one piece
+// crosses the uplink, the next is reduce-scattered and the previous
+// allgathered inside the host, so the link waits only for the first
+// piece's reduce-scatter and the last one's allgather.
+//
 // Every slice's result is computed once, by the cross-host allreduce, and
 // copied everywhere, so every rank gets the same bits; they equal the flat
 // path's within float rounding (the order of the additions differs).
@@ -14,6 +19,7 @@
 #define DDPX_PROCESS_GROUP_GLOO_TWO_LEVEL_ALLREDUCE_H_
 
 #include <chrono>
+#include <cstdint>
 #include <memory>
 
 #include "absl/status/status.h"
@@ -30,6 +36,11 @@ class TwoLevelAllreduce {
   // rank, one per host. Both used by this object only (one op at a time).
   TwoLevelAllreduce(std::shared_ptr<GlooBackend> local, std::shared_ptr<GlooBackend> cross);
   ~TwoLevelAllreduce();
+
+  // Bytes of the message per pipelined piece: large enough that a piece's
+  // cross-host ring is bandwidth-bound at 1 Gbit/s, small enough that the
+  // local steps before the first and after the last piece are short.
+  static constexpr int64_t kPieceBytes = 4 << 20;
 
   // Allreduces `t` (contiguous, on the CPU) in place. AVG reduces as SUM:
   // the caller divides by the world size.

@@ -2,7 +2,20 @@
 
 #include <algorithm>
 
+#include "process_group/gloo/deferred_join.h"
+
 namespace ddpx {
+namespace {
+
+// The lanes whose tasks the calling thread is running, innermost first (a
+// task may wait for another pool's op and run it inline).
+struct RunningTask {
+  const void* lane;
+  const RunningTask* outer;
+};
+thread_local const RunningTask* running_tasks = nullptr;
+
+}  // namespace
 
 // A worker's queue and whether some thread (the worker or a waiter) is
 // running one of its tasks. Shared with tickets, so a Work outliving the
@@ -41,8 +54,20 @@ class WorkerPool::Ticket {
   std::chrono::steady_clock::time_point queued_at;  // guarded by lane_->mu
 };
 
+bool WorkerPool::running_here(const Lane* lane) {
+  for (const RunningTask* t = running_tasks; t != nullptr; t = t->outer) {
+    if (t->lane == lane) return true;
+  }
+  return false;
+}
+
 void WorkerPool::run_and_release(Lane& lane, Task task) {
-  task.run();
+  {
+    const RunningTask frame{&lane, running_tasks};
+    running_tasks = &frame;
+    task.run();
+    running_tasks = frame.outer;
+  }
   task = Task{};  // the op's captures go before the lane takes the next one
   std::lock_guard<std::mutex> lock(lane.mu);
   lane.busy = false;
@@ -54,7 +79,15 @@ void WorkerPool::run_and_release(Lane& lane, Task task) {
 
 WorkerPool::WorkerPool(int num_workers) {
   for (int i = 0; i < num_workers; ++i) lanes_.push_back(std::make_shared<Lane>());
-  for (auto& lane : lanes_) threads_.emplace_back(&WorkerPool::loop, lane.get());
+  for (const std::shared_ptr<Lane>& lane : lanes_) {
+    auto finished = std::make_shared<std::atomic<bool>>(false);
+    finished_.push_back(finished);
+    // The thread owns its lane too: it may outlive the pool (shutdown()).
+    threads_.emplace_back([lane, finished] {
+      loop(lane.get());
+      finished->store(true);
+    });
+  }
 }
 
 WorkerPool::~WorkerPool() { shutdown(); }
@@ -119,12 +152,22 @@ void WorkerPool::shutdown() {
       if (task.cancel) task.cancel();
     }
   }
-  for (auto& t : threads_) {
-    if (t.joinable()) t.join();
+  for (size_t i = 0; i < threads_.size(); ++i) {
+    std::thread& t = threads_[i];
+    if (!t.joinable()) continue;
+    if (t.get_id() == std::this_thread::get_id()) {
+      // Inside one of our tasks, on its worker: that task goes on after
+      // this returns, and the thread ends after it.
+      join_when_finished(std::move(t), finished_[i]);
+    } else {
+      t.join();
+    }
   }
   // A waiter may still be running a task it took on its own thread; the
-  // backend's contexts must outlive it.
+  // backend's contexts must outlive it. The task the caller is inside of
+  // (its owner was released there) ends only after this returns.
   for (auto& lane : lanes_) {
+    if (running_here(lane.get())) continue;
     std::unique_lock<std::mutex> lock(lane->mu);
     lane->changed.wait(lock, [&] { return !lane->busy; });
   }

@@ -21,9 +21,17 @@
 // kLazyPollMax + kLazyGrace (the progress guarantee of an asynchronous op),
 // and the first such task turns the worker eager again, as do
 // kLazyIdlePolls empty looks in a row.
+//
+// A task may end the pool's owner: a callback that releases the last
+// reference to its group destroys the backend, and with it this pool, on the
+// pool's own thread (a worker, or a waiter running a task). shutdown() then
+// waits for every other thread and task, and leaves the calling thread's
+// own task to finish: a worker that shuts down its own pool is not joined
+// but handed to deferred_join.h, and it keeps its queue (Lane) alive itself.
 #ifndef DDPX_PROCESS_GROUP_GLOO_WORKER_POOL_H_
 #define DDPX_PROCESS_GROUP_GLOO_WORKER_POOL_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -75,7 +83,10 @@ class WorkerPool {
   // shutting down.
   static bool run_here_if_next(const std::shared_ptr<Ticket>& ticket);
   // Cancels queued tasks, lets running ones finish (also those a waiter runs
-  // on its own thread), joins the threads.
+  // on its own thread), joins the threads. Called from inside a task of this
+  // pool (its owner released there), it waits for everything but that task,
+  // and if the caller is one of the pool's workers, that thread is joined
+  // later (deferred_join.h) instead of here.
   void shutdown();
 
  private:
@@ -83,9 +94,13 @@ class WorkerPool {
   static void loop(Lane* lane);
   // Runs a task taken off `lane` (which is marked busy), then frees it.
   static void run_and_release(Lane& lane, Task task);
+  // Whether the calling thread is inside a task of `lane` (run_and_release).
+  static bool running_here(const Lane* lane);
 
   std::vector<std::shared_ptr<Lane>> lanes_;
   std::vector<std::thread> threads_;
+  // Per thread: set once its loop has returned (for deferred_join.h).
+  std::vector<std::shared_ptr<std::atomic<bool>>> finished_;
 };
 
 }  // namespace ddpx

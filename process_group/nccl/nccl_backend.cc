@@ -58,8 +58,8 @@ size_t NcclBackend::communicator_count() const {
   return comms_.size();
 }
 
-std::chrono::milliseconds NcclBackend::resolve(std::chrono::milliseconds timeout) const {
-  return timeout < std::chrono::milliseconds::zero() ? options_.timeout : timeout;
+std::chrono::milliseconds NcclBackend::op_timeout(const OpTimeout& timeout) const {
+  return timeout.value_or(options_.timeout);
 }
 
 absl::StatusOr<std::shared_ptr<NcclComm>> NcclBackend::communicator(const CommPlan& plan,
@@ -84,7 +84,7 @@ absl::StatusOr<std::shared_ptr<NcclComm>> NcclBackend::communicator(const CommPl
 
 std::shared_ptr<Work> NcclBackend::run(OpType op, const CommPlan& plan,
                                        const DeviceSet& devices, TensorList in_use,
-                                       TensorList outputs, std::chrono::milliseconds timeout,
+                                       TensorList outputs, const OpTimeout& timeout,
                                        const Launch& launch, bool blocking_wait) {
   if (absl::Status aborted = watchdog_->aborted(); !aborted.ok()) {
     return FutureWork::failed(op, absl::AbortedError(absl::StrCat(
@@ -148,7 +148,7 @@ std::shared_ptr<Work> NcclBackend::run(OpType op, const CommPlan& plan,
   watched.sequence = sequence;
   watched.rank = rank();
   watched.communicator = comm.key();
-  watched.timeout = resolve(timeout);
+  watched.timeout = op_timeout(timeout);
   watched.poll = [work] { return work->poll(); };
   watched.finish = [work](absl::Status s) { work->finish(std::move(s)); };
   watchdog_->watch(std::move(watched));

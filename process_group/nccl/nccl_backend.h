@@ -91,13 +91,15 @@ class NcclBackend : public Backend {
   };
   std::shared_ptr<Work> run(OpType op, const CommPlan& plan, const DeviceSet& devices,
                             TensorList in_use, TensorList outputs,
-                            std::chrono::milliseconds timeout, const Launch& launch,
+                            const OpTimeout& timeout, const Launch& launch,
                             bool blocking_wait = false);
   absl::StatusOr<std::shared_ptr<NcclComm>> communicator(const CommPlan& plan,
                                                          const DeviceSet& devices);
-  std::chrono::milliseconds resolve(std::chrono::milliseconds timeout) const;
+  // The front end's timeout, or for a direct call that left it unset,
+  // NcclOptions::timeout.
+  std::chrono::milliseconds op_timeout(const OpTimeout& timeout) const;
   std::shared_ptr<Work> point_to_point(OpType op, const TensorList& tensors, int peer,
-                                       std::chrono::milliseconds timeout);
+                                       const OpTimeout& timeout);
 
   const std::shared_ptr<Store> store_;
   const NcclOptions options_;

@@ -139,7 +139,7 @@ std::shared_ptr<Work> NcclBackend::alltoall_base(const Tensor& output, const Ten
 }
 
 std::shared_ptr<Work> NcclBackend::point_to_point(OpType op, const TensorList& tensors, int peer,
-                                                  std::chrono::milliseconds timeout) {
+                                                  const OpTimeout& timeout) {
   absl::StatusOr<DeviceSet> devices = single_device_of(op, tensors);
   if (!devices.ok()) return FutureWork::failed(op, devices.status());
   const CommPlan plan = p2p_plan(devices->devices[0], rank(), peer);

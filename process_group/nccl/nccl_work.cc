@@ -10,13 +10,12 @@ namespace nccl {
 NcclWork::NcclWork(OpType op, std::shared_ptr<NcclComm> comm,
                    std::vector<CudaEvent> done_events, TensorList in_use, TensorList outputs,
                    bool blocking_wait)
-    : op_(op),
+    : FutureWork(op),
       comm_(std::move(comm)),
       done_events_(std::move(done_events)),
       blocking_wait_(blocking_wait),
       in_use_(std::move(in_use)),
-      outputs_(std::move(outputs)),
-      future_(Future<TensorList>::create()) {}
+      outputs_(std::move(outputs)) {}
 
 absl::StatusOr<bool> NcclWork::poll() const {
   for (const CudaEvent& e : done_events_) {

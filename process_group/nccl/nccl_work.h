@@ -18,21 +18,14 @@
 namespace ddpx {
 namespace nccl {
 
-class NcclWork : public Work {
+// A FutureWork whose future only the watchdog completes (finish below hides
+// FutureWork's, so nothing completes it without releasing the tensors).
+class NcclWork : public FutureWork {
  public:
   NcclWork(OpType op, std::shared_ptr<NcclComm> comm, std::vector<CudaEvent> done_events,
            TensorList in_use, TensorList outputs, bool blocking_wait);
 
-  OpType op() const override { return op_; }
-  bool is_completed() const override { return future_->is_completed(); }
-  bool is_success() const override {
-    return future_->is_completed() && future_->status().ok();
-  }
-  absl::Status exception() const override {
-    return future_->is_completed() ? future_->status() : absl::OkStatus();
-  }
   absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) override;
-  std::shared_ptr<Future<TensorList>> get_future() override { return future_; }
   void abort() override;
 
   // For the watchdog: whether every event has fired.
@@ -41,14 +34,12 @@ class NcclWork : public Work {
   void finish(absl::Status status);
 
  private:
-  const OpType op_;
   const std::shared_ptr<NcclComm> comm_;
   const std::vector<CudaEvent> done_events_;
   const bool blocking_wait_;
   std::mutex mu_;
   TensorList in_use_;  // kept alive until the GPU is done with them
   TensorList outputs_;
-  std::shared_ptr<Future<TensorList>> future_;
 };
 
 }  // namespace nccl

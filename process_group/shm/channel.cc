@@ -13,6 +13,8 @@
 #include <climits>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "process_group/culprits.h"
 
 namespace ddpx {
 namespace shm {
@@ -36,12 +38,47 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
 
+// A stamp: which op (12 bits of the op's number on the channel), then what
+// it is, in one word so that a peer never reads half of one.
+constexpr int kIndexShift = 52, kKindShift = 49, kRootShift = 41, kCodeShift = 34;
+constexpr uint64_t kMaxStampBytes = (uint64_t{1} << kCodeShift) - 1;
+
+uint64_t stamp_of(uint32_t index, const OpDescription& op) {
+  const uint64_t root = std::min<uint64_t>(static_cast<uint64_t>(op.root + 1), 255);
+  return (uint64_t{index & 0xfff} << kIndexShift) | (uint64_t{op.kind & 7u} << kKindShift) |
+         (root << kRootShift) | (uint64_t{op.reduction & 0x7fu} << kCodeShift) |
+         std::min(op.nbytes, kMaxStampBytes);
+}
+
+uint32_t stamp_index(uint64_t stamp) { return static_cast<uint32_t>(stamp >> kIndexShift); }
+
+OpDescription description_of(uint64_t stamp) {
+  OpDescription op;
+  op.kind = static_cast<OpDescription::Kind>((stamp >> kKindShift) & 7);
+  op.root = static_cast<int>((stamp >> kRootShift) & 0xff) - 1;
+  op.reduction = static_cast<uint8_t>((stamp >> kCodeShift) & 0x7f);
+  op.nbytes = stamp & kMaxStampBytes;
+  return op;
+}
+
 bool process_exited(const PeerProcess& peer) {
   return peer.same_pid_namespace && peer.pid != 0 &&
          kill(static_cast<pid_t>(peer.pid), 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace
+
+std::string OpDescription::str() const {
+  const char* names[] = {"?", "allreduce", "reduce", "broadcast", "allgather", "reduce_scatter",
+                         "barrier"};
+  std::string out = names[kind <= kBarrier ? kind : 0];
+  if (kind != kBarrier) {
+    absl::StrAppend(&out, " of ", nbytes, nbytes == kMaxStampBytes ? "+" : "", " B");
+  }
+  if (kind == kReduce || kind == kBroadcast) absl::StrAppend(&out, " to/from root ", root);
+  if (reduction != 0) absl::StrAppend(&out, " (dtype and reduce op code ", reduction, ")");
+  return out;
+}
 
 WaitPolicy WaitPolicy::for_load(int local_ranks, int cpus) {
   WaitPolicy p;
@@ -62,7 +99,8 @@ Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
       slot_bytes_(slot_bytes),
       peers_(std::move(peers)),
       policy_(policy),
-      slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0) {}
+      slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0),
+      checked_(static_cast<size_t>(size), 0) {}
 
 absl::Status Channel::health() const { return broken_; }
 
@@ -77,15 +115,46 @@ absl::Status Channel::fail(absl::Status status, int culprit) {
   return status;
 }
 
-absl::Status Channel::give_up_if_abandoned(int peer, const Deadline& deadline) {
+absl::Status Channel::give_up_if_abandoned(int peer, uint32_t step, const Deadline& deadline) {
   const uint32_t word = controls_[peer]->abandoned.value.load(std::memory_order_acquire);
   if (word == 0) return absl::OkStatus();
+  // It posted `step` before it gave up (a peer posts, then waits): its part
+  // of this step is done, and the op goes on (to compare what it runs).
+  if (reached(peer, step)) return absl::OkStatus();
   const bool known = word != kNoCulprit;
-  return fail(absl::UnavailableError(absl::StrCat(
-                  "rank ", peer, " gave up on the shared-memory path",
-                  known ? absl::StrCat(" while it waited for rank ", word - 1) : "",
-                  " (timeout ", deadline.timeout.count(), " ms)")),
-              known ? static_cast<int>(word - 1) : peer);
+  absl::Status s = absl::UnavailableError(absl::StrCat(
+      "rank ", peer, " gave up on the shared-memory path",
+      known ? absl::StrCat(" while it waited for rank ", word - 1) : "",
+      " (timeout ", deadline.timeout.count(), " ms)"));
+  set_culprits(&s, {CulpritReason::kGaveUp, {peer}});
+  return fail(std::move(s), known ? static_cast<int>(word - 1) : peer);
+}
+
+void Channel::begin_op(const OpDescription& op) {
+  ++ops_;
+  op_first_step_ = steps_;
+  op_stamp_ = stamp_of(ops_, op);
+  // Before the op's first step (post() stores with seq_cst): a peer that
+  // sees that step sees this.
+  controls_[rank_]->stamps[ops_ % ChannelControl::kOpStamps].store(op_stamp_,
+                                                                   std::memory_order_release);
+}
+
+absl::Status Channel::check_same_op(int peer, const Deadline& deadline) {
+  checked_[peer] = ops_;
+  const uint64_t theirs =
+      controls_[peer]->stamps[ops_ % ChannelControl::kOpStamps].load(std::memory_order_acquire);
+  // Another op number: the peer's op counts went apart earlier (already
+  // reported) or it ran far ahead; nothing to compare.
+  if (stamp_index(theirs) != stamp_index(op_stamp_) || theirs == op_stamp_) {
+    return absl::OkStatus();
+  }
+  absl::Status s = absl::InvalidArgumentError(absl::StrCat(
+      "rank ", peer, " runs another op on the shared-memory path: ",
+      description_of(theirs).str(), " where this rank runs ", description_of(op_stamp_).str(),
+      " (op ", ops_, " of this channel; timeout ", deadline.timeout.count(), " ms)"));
+  set_culprits(&s, {CulpritReason::kMismatch, {peer}});
+  return fail(std::move(s), peer);
 }
 
 absl::Status Channel::acquire_slot(bool will_write, const Deadline& deadline, int* slot) {
@@ -112,6 +181,16 @@ bool Channel::reached(int peer, uint32_t step) const {
 }
 
 absl::Status Channel::wait_for(int peer, uint32_t step, const Deadline& deadline) {
+  absl::Status s = wait_for_step(peer, step, deadline);
+  // A step of the current op (not of an earlier one, as a slot's reuse
+  // waits for): the peer has stamped its op by then.
+  if (s.ok() && checked_[peer] != ops_ && static_cast<int32_t>(step - op_first_step_) > 0) {
+    return check_same_op(peer, deadline);
+  }
+  return s;
+}
+
+absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& deadline) {
   if (reached(peer, step)) return absl::OkStatus();
   if (!broken_.ok()) return broken_;
   const Clock::time_point start = Clock::now();
@@ -124,18 +203,32 @@ absl::Status Channel::wait_for(int peer, uint32_t step, const Deadline& deadline
     if (reached(peer, step)) return absl::OkStatus();
     sched_yield();
   }
-  if (absl::Status s = give_up_if_abandoned(peer, deadline); !s.ok()) return s;
+  if (absl::Status s = give_up_if_abandoned(peer, step, deadline); !s.ok()) return s;
   std::atomic<uint32_t>& signal = controls_[peer]->signal.value;
   std::atomic<uint32_t>& sleepers = controls_[peer]->sleepers.value;
   for (;;) {
     const Clock::time_point now = Clock::now();
     if (now >= deadline.at) {
-      return fail(absl::DeadlineExceededError(absl::StrCat(
-                      "timed out after ", deadline.timeout.count(),
-                      " ms on the shared-memory path: no step ", step, " from rank ", peer,
-                      " (it is at step ", signal.load(std::memory_order_relaxed),
-                      "; stopped, hung or in another op)")),
-                  peer);
+      // Every peer that has not posted the step, not only the one awaited.
+      std::vector<int> behind;
+      for (int p = 0; p < size_; ++p) {
+        if (p != rank_ && (p == peer || !reached(p, step))) behind.push_back(p);
+      }
+      std::string others;
+      if (behind.size() > 1) {
+        std::vector<int> rest;
+        for (int p : behind) {
+          if (p != peer) rest.push_back(p);
+        }
+        others = absl::StrCat("; ", rest.size() == 1 ? "rank " : "ranks ",
+                              absl::StrJoin(rest, ", "), " did not post it either");
+      }
+      absl::Status s = absl::DeadlineExceededError(absl::StrCat(
+          "timed out after ", deadline.timeout.count(), " ms on the shared-memory path: no step ",
+          step, " from rank ", peer, " (it is at step ", signal.load(std::memory_order_relaxed),
+          "; stopped, hung or in another op", others, ")"));
+      set_culprits(&s, {CulpritReason::kSilent, behind});
+      return fail(std::move(s), peer);
     }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = signal.load(std::memory_order_seq_cst);
@@ -144,13 +237,14 @@ absl::Status Channel::wait_for(int peer, uint32_t step, const Deadline& deadline
     }
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(peer, step)) return absl::OkStatus();
-    if (absl::Status s = give_up_if_abandoned(peer, deadline); !s.ok()) return s;
+    if (absl::Status s = give_up_if_abandoned(peer, step, deadline); !s.ok()) return s;
     if (process_exited(peers_[peer])) {
-      return fail(absl::UnavailableError(absl::StrCat(
-                      "rank ", peer, " (pid ", peers_[peer].pid,
-                      ") exited during the op on the shared-memory path (timeout ",
-                      deadline.timeout.count(), " ms)")),
-                  peer);
+      absl::Status s = absl::UnavailableError(absl::StrCat(
+          "rank ", peer, " (pid ", peers_[peer].pid,
+          ") exited during the op on the shared-memory path (timeout ", deadline.timeout.count(),
+          " ms)"));
+      set_culprits(&s, {CulpritReason::kExited, {peer}});
+      return fail(std::move(s), peer);
     }
   }
 }

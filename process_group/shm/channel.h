@@ -52,6 +52,17 @@ struct WaitPolicy {
   static WaitPolicy for_load(int local_ranks, int cpus);
 };
 
+// What one op is, as ranks compare it on a channel (Channel::begin_op).
+struct OpDescription {
+  enum Kind : uint8_t { kAllreduce = 1, kReduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+  Kind kind = kBarrier;
+  uint64_t nbytes = 0;  // per rank
+  int root = -1;        // reduce, broadcast
+  uint8_t reduction = 0;  // Reduction::code (dtype and reduce op), 0 if none
+  // "broadcast of 64 B from root 1".
+  std::string str() const;
+};
+
 // A peer's process, for telling "exited" from "slow" while waiting.
 struct PeerProcess {
   uint32_t pid = 0;
@@ -73,6 +84,12 @@ class Channel {
   // (every later op fails with it).
   absl::Status health() const;
 
+  // Starts an op on this channel (every collective calls it first, on every
+  // rank). The first wait on each peer within the op compares the peer's
+  // description of its op with this one; a difference fails the op (and
+  // the channel) naming the peer and both ops.
+  void begin_op(const OpDescription& op);
+
   // Picks the slot of the next chunk. When this rank will write it, first
   // waits until every peer finished reading it.
   absl::Status acquire_slot(bool will_write, const Deadline& deadline, int* slot);
@@ -83,20 +100,24 @@ class Channel {
   // Completes this rank's next step and wakes peers asleep on it; returns
   // the step's number.
   uint32_t post();
-  // Waits until `peer` has posted `step`.
+  // Waits until `peer` has posted `step` (and, the first time in an op for a
+  // step of this op, that it runs the same op).
   absl::Status wait_for(int peer, uint32_t step, const Deadline& deadline);
   // Waits until every peer has posted `step`.
   absl::Status wait_all(uint32_t step, const Deadline& deadline);
 
  private:
   bool reached(int peer, uint32_t step) const;
+  absl::Status wait_for_step(int peer, uint32_t step, const Deadline& deadline);
+  // Compares `peer`'s stamp for the current op with this rank's.
+  absl::Status check_same_op(int peer, const Deadline& deadline);
   // Keeps `status` as this channel's failure and tells the peers (their
   // waits on this rank end at once), naming `culprit`, the rank this one
   // waited for.
   absl::Status fail(absl::Status status, int culprit);
   // When `peer` gave up on the channel, fails this rank's too (naming the
   // rank that peer waited for) and returns the error; else ok.
-  absl::Status give_up_if_abandoned(int peer, const Deadline& deadline);
+  absl::Status give_up_if_abandoned(int peer, uint32_t step, const Deadline& deadline);
 
   const int rank_;
   const int size_;
@@ -107,6 +128,10 @@ class Channel {
   const WaitPolicy policy_;
 
   uint32_t steps_ = 0;  // this rank's counter (its own copy)
+  uint32_t ops_ = 0;    // ops begun on this channel
+  uint32_t op_first_step_ = 0;  // steps_ when the current op began
+  uint64_t op_stamp_ = 0;       // the current op's stamp
+  std::vector<uint32_t> checked_;  // per peer: the op whose stamp was compared
   uint64_t chunks_ = 0;
   std::vector<uint32_t> slot_free_after_;
   absl::Status broken_;

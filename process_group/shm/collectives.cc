@@ -130,6 +130,7 @@ absl::Status reduce_in_chunks(Channel& ch, void* data, size_t count, Reduction r
 absl::Status allreduce(Channel& ch, void* data, size_t count, Reduction r,
                        const Deadline& deadline, size_t small_max_bytes) {
   RETURN_IF_ERROR(ch.health());
+  ch.begin_op({OpDescription::kAllreduce, count * r.element_bytes, -1, r.code});
   if (count == 0 || ch.size() == 1) return absl::OkStatus();
   const size_t nbytes = count * r.element_bytes;
   if (nbytes <= std::min(small_max_bytes, ch.slot_bytes())) {
@@ -141,6 +142,7 @@ absl::Status allreduce(Channel& ch, void* data, size_t count, Reduction r,
 absl::Status reduce(Channel& ch, void* data, size_t count, Reduction r, int root,
                     const Deadline& deadline) {
   RETURN_IF_ERROR(ch.health());
+  ch.begin_op({OpDescription::kReduce, count * r.element_bytes, root, r.code});
   if (count == 0 || ch.size() == 1) return absl::OkStatus();
   return reduce_in_chunks(ch, data, count, r, root, deadline);
 }
@@ -148,6 +150,7 @@ absl::Status reduce(Channel& ch, void* data, size_t count, Reduction r, int root
 absl::Status broadcast(Channel& ch, void* data, size_t nbytes, int root,
                        const Deadline& deadline) {
   RETURN_IF_ERROR(ch.health());
+  ch.begin_op({OpDescription::kBroadcast, nbytes, root, 0});
   if (ch.size() == 1) return absl::OkStatus();
   const bool is_root = ch.rank() == root;
   for (size_t offset = 0; offset < nbytes; offset += ch.slot_bytes()) {
@@ -168,6 +171,7 @@ absl::Status broadcast(Channel& ch, void* data, size_t nbytes, int root,
 absl::Status allgather(Channel& ch, const void* in, void* out, size_t nbytes,
                        const Deadline& deadline) {
   RETURN_IF_ERROR(ch.health());
+  ch.begin_op({OpDescription::kAllgather, nbytes, -1, 0});
   const int me = ch.rank(), n = ch.size();
   memmove(at(out, me * nbytes), in, nbytes);
   for (size_t offset = 0; offset < nbytes && n > 1; offset += ch.slot_bytes()) {
@@ -189,6 +193,7 @@ absl::Status allgather(Channel& ch, const void* in, void* out, size_t nbytes,
 absl::Status reduce_scatter(Channel& ch, const void* in, void* out, size_t count, Reduction r,
                             const Deadline& deadline) {
   RETURN_IF_ERROR(ch.health());
+  ch.begin_op({OpDescription::kReduceScatter, count * r.element_bytes, -1, r.code});
   const int me = ch.rank(), n = ch.size();
   const size_t e = r.element_bytes;
   if (n == 1) {
@@ -227,6 +232,7 @@ absl::Status reduce_scatter(Channel& ch, const void* in, void* out, size_t count
 
 absl::Status barrier(Channel& ch, const Deadline& deadline) {
   RETURN_IF_ERROR(ch.health());
+  ch.begin_op({OpDescription::kBarrier, 0, -1, 0});
   if (ch.size() == 1) return absl::OkStatus();
   return ch.wait_all(ch.post(), deadline);
 }

@@ -29,6 +29,9 @@ using ReduceFn = void (*)(void* out, const void* a, const void* b, size_t n);
 struct Reduction {
   ReduceFn fn;
   size_t element_bytes;
+  // Identifies the dtype and reduce op across processes (fn's address does
+  // not), for the ranks' comparison of their ops; 0: unknown.
+  uint8_t code = 0;
 };
 
 // Allreduces take the one-pass path up to this size (measured: below it one

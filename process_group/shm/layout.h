@@ -17,7 +17,7 @@ namespace ddpx {
 namespace shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x6464707873686d31ULL;  // "ddpxshm1"
-inline constexpr uint32_t kLayoutVersion = 1;
+inline constexpr uint32_t kLayoutVersion = 2;  // 2: ChannelControl::stamps
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPage = 4096;
 
@@ -50,8 +50,16 @@ struct ChannelControl {
   // rank it was waiting for (or kNoCulprit): its peers then stop waiting on
   // it at once and say whom it was waiting for.
   PaddedWord abandoned;
+  // What the owner's recent ops on this channel are (Channel::begin_op):
+  // stamps[n % kOpStamps] describes its op number n, written before the
+  // op's first step. A peer that has seen one of the owner's steps of op n
+  // compares it with its own op n, so ranks that call different ops (or
+  // sizes, or roots) fail at once instead of mixing unrelated data.
+  static constexpr int kOpStamps = 16;
+  alignas(kCacheLine) std::atomic<uint64_t> stamps[kOpStamps];
 };
 inline constexpr uint32_t kNoCulprit = 0xffffffffu;
+static_assert(std::atomic<uint64_t>::is_always_lock_free, "op stamps");
 
 inline size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
 

@@ -9,14 +9,15 @@
 #include "gtest/gtest.h"
 #include "process_group/half.h"
 #include "tests/hooks/hook_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
-using testing::bucket_of;
-using testing::expect_identical_across_ranks;
-using testing::run_group_ranks;
-using testing::values_of;
+using hook_test::bucket_of;
+using hook_test::expect_identical_across_ranks;
+using rank_threads::run_groups;
+using hook_test::values_of;
 
 constexpr int64_t kNumel = 4099;  // not a multiple of any vector width
 
@@ -47,7 +48,7 @@ class DefaultHooks : public ::testing::TestWithParam<int> {};
 TEST_P(DefaultHooks, AllreduceHookEqualsDivideThenAllreduceSum) {
   const int world = GetParam();
   std::vector<std::vector<float>> results(world);
-  run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_allreduce_hook(pg);
     GradBucket bucket = bucket_of(gradient_of(pg->rank()));
     results[pg->rank()] = values_of(hook->run(bucket));
@@ -97,7 +98,7 @@ void expect_within_rounding_bound(const std::vector<float>& result, int world,
 TEST_P(DefaultHooks, Fp16HookIsWithinHalfPrecisionRounding) {
   const int world = GetParam();
   std::vector<std::vector<float>> results(world);
-  run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_fp16_compress_hook(pg);
     GradBucket bucket = bucket_of(gradient_of(pg->rank()));
     results[pg->rank()] = values_of(hook->run(bucket));
@@ -110,7 +111,7 @@ TEST_P(DefaultHooks, Fp16HookIsWithinHalfPrecisionRounding) {
 TEST_P(DefaultHooks, Bf16HookIsWithinBFloat16Rounding) {
   const int world = GetParam();
   std::vector<std::vector<float>> results(world);
-  run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_bf16_compress_hook(pg);
     GradBucket bucket = bucket_of(gradient_of(pg->rank()));
     results[pg->rank()] = values_of(hook->run(bucket));
@@ -124,7 +125,7 @@ TEST_P(DefaultHooks, Fp16HookDoesNotOverflowOnLargeGradients) {
   // at all, but 1e5 / world does. Dividing before the cast keeps both finite.
   const int world = GetParam();
   std::vector<std::vector<float>> results(world);
-  run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     std::vector<float> g(64, 4e4f);
     g[7] = pg->rank() == 0 ? 1e5f : 0.0f;
     auto hook = make_fp16_compress_hook(pg);
@@ -141,7 +142,7 @@ TEST_P(DefaultHooks, Fp16HookDoesNotOverflowOnLargeGradients) {
 
 TEST_P(DefaultHooks, NoopReturnsTheBufferUntouchedWithoutCommunicating) {
   const int world = GetParam();
-  run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_noop_hook();
     GradBucket bucket = bucket_of(gradient_of(pg->rank()));
     uint64_t ops_before = pg->counters().ops.load();
@@ -162,7 +163,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, DefaultHooks, ::testing::Values(1, 2, 3, 4)
 // algorithm, so exact results can be written down.
 TEST(DefaultHooksTwoRanks, Fp16HookIsRoundedOnceBeforeAndOnceInTheSum) {
   std::vector<std::vector<float>> results(2);
-  run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(2, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_fp16_compress_hook(pg);
     GradBucket bucket = bucket_of(gradient_of(pg->rank()));
     results[pg->rank()] = values_of(hook->run(bucket));
@@ -185,7 +186,7 @@ TEST(DefaultHooksTwoRanks, Fp16WrapperOfAllreduceCastsFirstLikeTorch) {
   b[5] = 1.0f;
   std::vector<std::vector<float>> results(2);
   std::vector<HookStats> stats(2);
-  run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(2, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = fp16_compress_wrapper(make_allreduce_hook(pg));
     EXPECT_EQ(hook->name(), "fp16+allreduce");
     GradBucket bucket = bucket_of(pg->rank() == 0 ? a : b);
@@ -209,7 +210,7 @@ TEST(DefaultHooksTwoRanks, Fp16WrapperOfAllreduceCastsFirstLikeTorch) {
 
 TEST(DefaultHooksTwoRanks, Bf16WrapperMatchesCastThenDivide) {
   std::vector<std::vector<float>> results(2);
-  run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(2, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = bf16_compress_wrapper(make_allreduce_hook(pg));
     GradBucket bucket = bucket_of(gradient_of(pg->rank()));
     results[pg->rank()] = values_of(hook->run(bucket));
@@ -222,7 +223,7 @@ TEST(DefaultHooksTwoRanks, Bf16WrapperMatchesCastThenDivide) {
 }
 
 TEST(DefaultHooksTwoRanks, StatsMatchTheProcessGroupCounters) {
-  run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(2, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto fp16 = make_fp16_compress_hook(pg);
     auto plain = make_allreduce_hook(pg);
     uint64_t before = pg->counters().payload_bytes.load();
@@ -245,7 +246,7 @@ TEST(DefaultHooksTwoRanks, StatsMatchTheProcessGroupCounters) {
 }
 
 TEST(DefaultHooksErrors, NonFloatBucketIsRejectedWithItsDtype) {
-  run_group_ranks(1, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
     Tensor ints = Tensor::from_vector(std::vector<int32_t>{1, 2, 3});
     GradBucket bucket(0, true, ints, {0}, {{3}}, {ints});
     for (auto& hook : {make_fp16_compress_hook(pg), make_allreduce_hook(pg),

@@ -12,11 +12,12 @@
 #include "hooks/int8_hook.h"
 #include "hooks/powersgd_hook.h"
 #include "tests/hooks/hook_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
-using testing::run_group_ranks;
+using rank_threads::run_groups;
 
 // The tensor claims cuda:0 but points at host memory, so a CPU code path
 // that wrongly ran on it would change `host` (and a device path would need
@@ -43,7 +44,7 @@ TEST(DeviceBufferWithoutKernels, NoCudaKernelsAreLinkedHere) {
 }
 
 TEST(DeviceBufferWithoutKernels, EveryHookSaysHowToGetKernels) {
-  run_group_ranks(1, [](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(1, [](int, std::shared_ptr<ProcessGroup> pg) {
     expect_no_kernels_error(*make_fp16_compress_hook(pg), "fp16 hook");
     expect_no_kernels_error(*make_bf16_compress_hook(pg), "bf16 hook");
     expect_no_kernels_error(*make_allreduce_hook(pg), "allreduce hook");
@@ -60,7 +61,7 @@ TEST(DeviceBufferWithoutKernels, EveryHookSaysHowToGetKernels) {
 // start_powerSGD_iter, and compression from the first step (start_iter=0
 // needs error feedback and warm start off).
 TEST(DeviceBufferWithoutKernels, PowerSGDHooksSayHowToGetKernels) {
-  run_group_ranks(1, [](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(1, [](int, std::shared_ptr<ProcessGroup> pg) {
     const std::map<std::string, std::string> allreduce_phase = {{"start_iter", "10"}};
     const std::map<std::string, std::string> compressing = {
         {"start_iter", "0"}, {"use_error_feedback", "0"}, {"warm_start", "0"},

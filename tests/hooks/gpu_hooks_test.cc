@@ -35,6 +35,7 @@
 #include "store/prefix_store.h"
 #include "tests/cuda/gpu_skip.h"
 #include "tests/hooks/hook_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
@@ -82,7 +83,7 @@ std::vector<float> run_hook(const HookFactory& make, std::shared_ptr<ProcessGrou
 std::vector<std::vector<float>> on_cpu(const HookFactory& make, int world, int64_t n,
                                        const BucketLayout& layout = {}) {
   std::vector<std::vector<float>> out(world);
-  testing::run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     out[pg->rank()] =
         run_hook(make, pg, Tensor::from_vector(gradients(pg->rank(), n)), layout);
   });
@@ -93,24 +94,20 @@ std::vector<std::vector<float>> on_cpu(const HookFactory& make, int world, int64
 std::vector<std::vector<float>> on_gpu(const HookFactory& make, int world, int64_t n,
                                        const BucketLayout& layout = {}) {
   std::vector<std::vector<float>> out(world);
-  auto store = std::make_shared<HashStore>(testing::kHookTestTimeout);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < world; ++r) {
-    threads.emplace_back([&, r] {
-      nccl::NcclOptions options;
-      options.timeout = std::chrono::milliseconds(60000);
-      options.watchdog_poll = std::chrono::milliseconds(5);
-      auto backend = nccl::NcclBackend::create(store, r, world, options);
-      ASSERT_TRUE(backend.ok()) << backend.status();
-      auto pg = std::make_shared<ProcessGroup>(*backend, store, options.timeout);
-      Tensor host = Tensor::from_vector(gradients(r, n));
-      absl::StatusOr<Tensor> dev = Tensor::empty({n}, DType::kFloat32, Device::cuda(r));
-      ASSERT_TRUE(dev.ok()) << dev.status();
-      ASSERT_TRUE(dev->copy_from(host).ok());
-      out[r] = run_hook(make, pg, *dev, layout);
-    });
-  }
-  for (auto& t : threads) t.join();
+  auto store = std::make_shared<HashStore>(rank_threads::kTimeout);
+  rank_threads::on_every_rank(world, [&](int r) {
+    nccl::NcclOptions options;
+    options.timeout = std::chrono::milliseconds(60000);
+    options.watchdog_poll = std::chrono::milliseconds(5);
+    auto backend = nccl::NcclBackend::create(store, r, world, options);
+    ASSERT_TRUE(backend.ok()) << backend.status();
+    auto pg = std::make_shared<ProcessGroup>(*backend, store, options.timeout);
+    Tensor host = Tensor::from_vector(gradients(r, n));
+    absl::StatusOr<Tensor> dev = Tensor::empty({n}, DType::kFloat32, Device::cuda(r));
+    ASSERT_TRUE(dev.ok()) << dev.status();
+    ASSERT_TRUE(dev->copy_from(host).ok());
+    out[r] = run_hook(make, pg, *dev, layout);
+  });
   return out;
 }
 

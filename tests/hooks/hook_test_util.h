@@ -1,49 +1,20 @@
-// Runs hooks on real Gloo ranks: each rank a thread of this test, with its
-// own ProcessGroup over a GlooBackend, all meeting through one HashStore and
-// talking TCP on 127.0.0.1.
+// What the hook tests share beyond starting ranks (tests/rank_threads.h):
+// one-gradient buckets, bounded waits, and cross-rank equality.
 #ifndef DDPX_TESTS_HOOKS_HOOK_TEST_UTIL_H_
 #define DDPX_TESTS_HOOKS_HOOK_TEST_UTIL_H_
 
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <memory>
-#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "hooks/grad_bucket.h"
-#include "process_group/gloo/gloo_backend.h"
-#include "process_group/process_group.h"
-#include "store/hash_store.h"
-#include "store/prefix_store.h"
+#include "process_group/future.h"
+#include "process_group/tensor.h"
 
 namespace ddpx {
-namespace testing {
-
-inline constexpr std::chrono::milliseconds kHookTestTimeout{20000};
-
-// Calls body(rank's group) on `size` threads and joins them.
-inline void run_group_ranks(
-    int size, const std::function<void(std::shared_ptr<ProcessGroup>)>& body) {
-  auto store = std::make_shared<HashStore>(kHookTestTimeout);
-  std::vector<std::thread> threads;
-  threads.reserve(size);
-  for (int r = 0; r < size; ++r) {
-    threads.emplace_back([&, r] {
-      // Each rank its own client of the shared map, as separate processes
-      // would have (a Store object's timeout is per client, not shared).
-      auto client = store->clone();
-      ASSERT_TRUE(client.ok()) << client.status();
-      auto group_store = std::make_shared<PrefixStore>(
-          "world", std::shared_ptr<Store>(std::move(*client)));
-      auto backend = create_gloo_backend(group_store, r, size, kHookTestTimeout);
-      ASSERT_TRUE(backend.ok()) << backend.status();
-      body(std::make_shared<ProcessGroup>(*backend, group_store, kHookTestTimeout));
-    });
-  }
-  for (auto& t : threads) t.join();
-}
+namespace hook_test {
 
 // A one-gradient bucket over a copy of `values`.
 inline GradBucket bucket_of(const std::vector<float>& values, size_t index = 0) {
@@ -70,7 +41,7 @@ inline void expect_identical_across_ranks(const std::vector<std::vector<float>>&
   }
 }
 
-}  // namespace testing
+}  // namespace hook_test
 }  // namespace ddpx
 
 #endif  // DDPX_TESTS_HOOKS_HOOK_TEST_UTIL_H_

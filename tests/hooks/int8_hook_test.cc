@@ -11,16 +11,18 @@
 
 #include "gtest/gtest.h"
 #include "hooks/bytegrad.h"
+#include "hooks/int8_pipeline.h"
 #include "hooks/kernels/cpu_kernels.h"
 #include "tests/hooks/hook_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
-using testing::bucket_of;
-using testing::expect_identical_across_ranks;
-using testing::run_group_ranks;
-using testing::values_of;
+using hook_test::bucket_of;
+using hook_test::expect_identical_across_ranks;
+using rank_threads::run_groups;
+using hook_test::values_of;
 
 std::vector<float> gradient_of(int rank, int64_t n) {
   std::mt19937 rng(77 + rank);
@@ -90,7 +92,7 @@ std::vector<std::vector<float>> run_int8(int world, int64_t n, Int8HookOptions o
                                          std::vector<HookStats>* stats = nullptr) {
   std::vector<std::vector<float>> results(world);
   if (stats) stats->assign(world, HookStats{});
-  run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_int8_hook(pg, options);
     ASSERT_TRUE(hook.ok()) << hook.status();
     GradBucket bucket = bucket_of(gradient_of(pg->rank(), n));
@@ -127,6 +129,25 @@ TEST_P(Int8Flat, HierarchicalWithOneRankPerNodeEqualsFlat) {
 
 INSTANTIATE_TEST_SUITE_P(WorldSizes, Int8Flat, ::testing::Values(1, 2, 3, 4));
 
+// A bucket of several pipelined pieces: ByteGrad of each piece on its own.
+TEST(Int8FlatPieces, EveryPieceEqualsItsOwnSimulation) {
+  const int world = 3;
+  const int64_t per_piece = Int8Pipeline::kPieceBytes / 4;
+  const int64_t n = 2 * per_piece + 5;
+  auto results = run_int8(world, n, {});
+  expect_identical_across_ranks(results);
+  std::vector<std::vector<float>> inputs;
+  for (int r = 0; r < world; ++r) inputs.push_back(gradient_of(r, n));
+  for (int64_t begin = 0; begin < n; begin += per_piece) {
+    const int64_t end = std::min(n, begin + per_piece);
+    std::vector<std::vector<float>> piece;
+    for (const auto& in : inputs) piece.emplace_back(in.begin() + begin, in.begin() + end);
+    std::vector<float> simulated = simulate_bytegrad(piece);
+    ASSERT_EQ(0, memcmp(simulated.data(), results[0].data() + begin, (end - begin) * 4))
+        << "piece at " << begin;
+  }
+}
+
 TEST(Int8Stats, WireBytesAreAboutAQuarterOfAllreduce) {
   std::vector<HookStats> stats;
   const int64_t n = 100000;
@@ -140,11 +161,12 @@ TEST(Int8Stats, WireBytesAreAboutAQuarterOfAllreduce) {
 }
 
 // Hierarchical mode's reference: every node's average (float32, as the
-// reduce-scatter and the division compute it), then slice j (of L equal
-// slices) exchanged with ByteGrad among the nodes.
+// reduce-scatter and the division compute it), then, piece by piece of the
+// pipeline (Int8Pipeline::kPieceBytes, a multiple of L
+// elements), slice j of the piece (of L equal slices) exchanged with
+// ByteGrad among the nodes.
 std::vector<float> simulate_hierarchical(int world, int local_size, int64_t n) {
   const int nodes = world / local_size;
-  const int64_t slice = (n + local_size - 1) / local_size;
   std::vector<std::vector<float>> node_avg(nodes, std::vector<float>(n, 0.0f));
   for (int node = 0; node < nodes; ++node) {
     std::vector<std::vector<float>> g;
@@ -155,15 +177,21 @@ std::vector<float> simulate_hierarchical(int world, int local_size, int64_t n) {
       node_avg[node][i] = sum / static_cast<float>(local_size);
     }
   }
+  const int64_t per_piece = std::max<int64_t>(
+      local_size, Int8Pipeline::kPieceBytes / 4 / local_size * local_size);
   std::vector<float> out(n);
-  for (int64_t begin = 0; begin < n; begin += slice) {
-    const int64_t end = std::min(n, begin + slice);
-    std::vector<std::vector<float>> part;
-    for (const auto& avg : node_avg) part.emplace_back(avg.begin() + begin, avg.begin() + end);
-    // The padded tail of the last slice is zeros on every node.
-    for (auto& p : part) p.resize(slice, 0.0f);
-    std::vector<float> exchanged = simulate_bytegrad(part);
-    std::copy(exchanged.begin(), exchanged.begin() + (end - begin), out.begin() + begin);
+  for (int64_t piece = 0; piece < n; piece += per_piece) {
+    const int64_t piece_end = std::min(n, piece + per_piece);
+    const int64_t slice = (piece_end - piece + local_size - 1) / local_size;
+    for (int64_t begin = piece; begin < piece_end; begin += slice) {
+      const int64_t end = std::min(piece_end, begin + slice);
+      std::vector<std::vector<float>> part;
+      for (const auto& avg : node_avg) part.emplace_back(avg.begin() + begin, avg.begin() + end);
+      // The padded tail of the last slice is zeros on every node.
+      for (auto& p : part) p.resize(slice, 0.0f);
+      std::vector<float> exchanged = simulate_bytegrad(part);
+      std::copy(exchanged.begin(), exchanged.begin() + (end - begin), out.begin() + begin);
+    }
   }
   return out;
 }
@@ -184,6 +212,16 @@ TEST(Int8Hierarchical, TwoNodesOfTwoRanksAgreeAndEqualTheSliceSimulation) {
   EXPECT_EQ(0, memcmp(simulated.data(), results[0].data(), n * 4));
 }
 
+// Several pipelined pieces, the last one padded: the same bits as the
+// piece-by-piece simulation on every rank.
+TEST(Int8Hierarchical, PipelinedPiecesEqualThePieceSimulation) {
+  const int64_t n = 2 * Int8Pipeline::kPieceBytes / 4 + 4099;
+  auto results = run_int8(4, n, {/*hierarchical=*/true, /*local_size=*/2});
+  expect_identical_across_ranks(results);
+  std::vector<float> simulated = simulate_hierarchical(4, 2, n);
+  EXPECT_EQ(0, memcmp(simulated.data(), results[0].data(), n * 4));
+}
+
 // Without local_size, the group's backend says which ranks share a host:
 // here every rank is a thread of this process, so one host of 4.
 TEST(Int8Hierarchical, LocalSizeComesFromTheGroupsHosts) {
@@ -195,7 +233,7 @@ TEST(Int8Hierarchical, LocalSizeComesFromTheGroupsHosts) {
 }
 
 TEST(Int8Errors, BadOptionsAndBucketsNameTheProblem) {
-  run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(2, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto bad = make_int8_hook(pg, {true, 3});
     ASSERT_FALSE(bad.ok());
     EXPECT_NE(bad.status().message().find("local size 3"), absl::string_view::npos)

@@ -8,13 +8,14 @@
 #include "gtest/gtest.h"
 #include "hooks/hook_stats.h"
 #include "tests/hooks/hook_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
-using testing::bucket_of;
-using testing::run_group_ranks;
-using testing::values_of;
+using hook_test::bucket_of;
+using rank_threads::run_groups;
+using hook_test::values_of;
 
 TEST(HookSpec, ParsesPartsAndOptions) {
   auto parts = parse_hook_spec("fp16+powersgd:rank=2,start_iter=10");
@@ -45,7 +46,7 @@ TEST(Registry, KnowsEveryHook) {
 }
 
 TEST(Registry, ErrorsNameTheProblemAndListWhatExists) {
-  run_group_ranks(1, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto unknown = make_comm_hook("fp32", pg);
     ASSERT_FALSE(unknown.ok());
     std::string m(unknown.status().message());
@@ -101,7 +102,7 @@ TEST(Registry, EveryHookAveragesOnTwoRanks) {
   };
   for (const Case& c : cases) {
     std::vector<std::vector<float>> results(2);
-    run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+    run_groups(2, [&](int, std::shared_ptr<ProcessGroup> pg) {
       auto hook = make_comm_hook(c.spec, pg);
       ASSERT_TRUE(hook.ok()) << c.spec << ": " << hook.status();
       EXPECT_EQ((*hook)->name(), c.name);
@@ -121,7 +122,7 @@ TEST(Registry, EveryHookAveragesOnTwoRanks) {
 // The registry composes the wrapper around PowerSGD; the compressed steps of
 // fp16+powersgd are checked in tests/hooks/powersgd:powersgd_half_test.
 TEST(Registry, Fp16WrapperComposesWithPowerSGD) {
-  run_group_ranks(1, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_comm_hook("fp16+powersgd:rank=2,start_iter=10", pg);
     ASSERT_TRUE(hook.ok()) << hook.status();
     EXPECT_EQ((*hook)->name(), "fp16+powersgd");
@@ -129,7 +130,7 @@ TEST(Registry, Fp16WrapperComposesWithPowerSGD) {
 }
 
 TEST(Registry, NoopIsBuiltByNameAndCounts) {
-  run_group_ranks(1, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_comm_hook("noop", pg);
     ASSERT_TRUE(hook.ok());
     GradBucket bucket = bucket_of({1, 2, 3});

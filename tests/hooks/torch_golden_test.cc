@@ -12,13 +12,14 @@
 #include "hooks/default_hooks.h"
 #include "process_group/half.h"
 #include "tests/hooks/hook_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
-using testing::bucket_of;
-using testing::run_group_ranks;
-using testing::values_of;
+using hook_test::bucket_of;
+using rank_threads::run_groups;
+using hook_test::values_of;
 
 std::vector<float> read_golden(const std::string& name) {
   const std::string path = "tests/reference/golden/" + name;
@@ -37,7 +38,7 @@ std::vector<float> run_on_golden_inputs(const HookMaker& make) {
   std::vector<std::vector<float>> inputs = {read_golden("default_hooks_input_rank0.f32"),
                                             read_golden("default_hooks_input_rank1.f32")};
   std::vector<std::vector<float>> results(2);
-  run_group_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+  run_groups(2, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make(pg);
     GradBucket bucket = bucket_of(inputs[pg->rank()]);
     results[pg->rank()] = values_of(hook->run(bucket));

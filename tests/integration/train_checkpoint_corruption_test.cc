@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 // 5 steps per epoch; checkpoints at 2, 4, 5 and 6; steps 5 and 6 are kept.
@@ -200,4 +200,4 @@ TEST_F(TrainCheckpointCorruptionTest, DamagedLatestPointerIsRefusedNaming) {
 }
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 // 80 images / 2 ranks / batch 8 = 5 steps per epoch. Checkpoints at steps
@@ -173,4 +173,4 @@ TEST(TrainCheckpointKillTest, AllreduceResumesBitIdenticallyAfterKillAt8Instants
 }
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

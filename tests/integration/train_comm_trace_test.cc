@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 constexpr int kSteps = 30;
@@ -135,4 +135,4 @@ INSTANTIATE_TEST_SUITE_P(Hooks, CommTraceTest,
                          });
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -82,4 +82,4 @@ TEST(TrainFailureTest, KilledRankFailsTheJobAndIsNamed) {
 }
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 struct HookCase {
@@ -90,4 +90,4 @@ TEST(TrainTest, MissingDatasetNamesThePathAndPackage) {
 }
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 // A model of ~1.9M parameters gives DDP two buckets of 1 MiB and ~6 MiB whose
@@ -34,4 +34,4 @@ INSTANTIATE_TEST_SUITE_P(Hooks, TrainLargeBucketsTest,
                          });
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

@@ -11,7 +11,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 const std::string kTrain = std::string(kTrainBinary) +
@@ -171,4 +171,4 @@ TEST(TrainLaunchTest, ARankStartedTwiceIsRefused) {
 }
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

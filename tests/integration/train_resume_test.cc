@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 // state.bin without its header's wall-clock time (bytes 52..59, see
@@ -89,9 +89,9 @@ TEST(TrainResumeTest, CheckpointOfAnotherModelIsRejectedByName) {
 }
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 namespace {
 
 const std::string kSmall = std::string(kTrainBinary) +
@@ -174,4 +174,4 @@ TEST(TrainResumeTest, KeepsTheLastKCheckpoints) {
 }
 
 }  // namespace
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 
 RunResult run_command(const std::string& command) {
   RunResult r;
@@ -79,4 +79,4 @@ double number(const MetricsLine& line, const std::string& key) {
   return it == line.end() ? -1e300 : atof(it->second.c_str());
 }
 
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test

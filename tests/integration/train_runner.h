@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-namespace ddpx::testing {
+namespace ddpx::integration_test {
 
 // The trainer binary inside the test's runfiles.
 inline constexpr char kTrainBinary[] = "examples/train";
@@ -32,6 +32,6 @@ double number(const MetricsLine& line, const std::string& key);
 
 std::string read_file(const std::string& path);
 
-}  // namespace ddpx::testing
+}  // namespace ddpx::integration_test
 
 #endif  // DDPX_TESTS_INTEGRATION_TRAIN_RUNNER_H_

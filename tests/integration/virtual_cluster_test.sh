@@ -9,17 +9,8 @@
 # Skips loudly where network namespaces cannot be made (not root).
 set -euo pipefail
 train=$PWD/examples/train
-vc=tools/virtual_cluster
-[ -x "$vc" ] || vc="$(dirname "$(readlink -f "$0")")/../../tools/virtual_cluster"
-[ -x "$vc" ] || { echo "FAIL: tools/virtual_cluster not found (PWD=$PWD)"; exit 1; }
-name=t$(( $$ % 100000 ))
-if [ "$(id -u)" != 0 ] || ! ip netns add "$name-probe" 2>/dev/null; then
-  echo "SKIPPED LOUDLY: no network namespaces here (needs root): the multi-host job was NOT tested"
-  exit 0
-fi
-ip netns del "$name-probe"
-trap '"$vc" down --name="$name" >/dev/null 2>&1 || true' EXIT
-"$vc" up --hosts=2 --rate=1gbit --name="$name"
+. "$(dirname "$0")/virtual_hosts.sh"
+virtual_hosts_up t "the multi-host job"
 
 h1=$("$vc" run "$name-h1" -- hostname)
 h2=$("$vc" run "$name-h2" -- hostname)

@@ -8,14 +8,14 @@
 #include "gtest/gtest.h"
 #include "process_group/debug_check.h"
 #include "process_group/process_group.h"
-#include "tests/process_group/thread_groups.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
 using ::testing::HasSubstr;
-using testing_util::make_thread_groups;
-using testing_util::on_every_rank;
+using rank_threads::make_groups;
+using rank_threads::on_every_rank;
 
 constexpr int kRanks = 3;
 
@@ -23,7 +23,7 @@ class DebugModeTest : public ::testing::Test {
  protected:
   void SetUp() override {
     setenv("DDPX_DISTRIBUTED_DEBUG", "DETAIL", 1);
-    groups_ = make_thread_groups(kRanks, "gloo", std::chrono::seconds(10));
+    groups_ = make_groups(kRanks, "gloo", std::chrono::seconds(10));
     unsetenv("DDPX_DISTRIBUTED_DEBUG");
   }
 
@@ -137,7 +137,7 @@ TEST(DebugModeOff, NotEnabledWithoutTheVariable) {
   setenv("DDPX_DISTRIBUTED_DEBUG", "INFO", 1);
   EXPECT_FALSE(debug_detail_from_env());
   unsetenv("DDPX_DISTRIBUTED_DEBUG");
-  auto groups = make_thread_groups(1);
+  auto groups = make_groups(1);
   EXPECT_FALSE(groups[0]->debug_detail());
 }
 

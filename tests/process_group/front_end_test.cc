@@ -3,22 +3,23 @@
 // the backend, are counted, and use the group's timeout by default.
 #include <chrono>
 #include <string>
+#include <type_traits>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "process_group/process_group.h"
-#include "tests/process_group/thread_groups.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
 using ::testing::HasSubstr;
-using testing_util::make_thread_groups;
-using testing_util::on_every_rank;
+using rank_threads::make_groups;
+using rank_threads::on_every_rank;
 
 class FrontEndTest : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() { groups_ = make_thread_groups(2); }
+  static void SetUpTestSuite() { groups_ = make_groups(2); }
   static void TearDownTestSuite() { groups_.clear(); }
 
   ProcessGroup& pg0() { return *groups_[0]; }
@@ -247,20 +248,58 @@ TEST(FrontEndTimeout, DefaultTimeoutIsTheGroups) {
   // The rendezvous gets the default (long) timeout: 600 ms is too tight for
   // it on a loaded machine under ASan. The group under test is a second
   // front end on rank 0's backend whose own timeout is 600 ms.
-  auto groups = make_thread_groups(2, "gloo");
+  auto groups = make_groups(2, "gloo");
   ProcessGroup group(groups[0]->backend(), groups[0]->store(), std::chrono::milliseconds(600));
   EXPECT_EQ(group.timeout(), std::chrono::milliseconds(600));
   auto start = std::chrono::steady_clock::now();
   work = group.allreduce({f32(8)});
   absl::Status s = work->wait();
   auto took = std::chrono::steady_clock::now() - start;
-  // The code depends on where gloo noticed (DeadlineExceeded, or Unavailable
-  // for a "Read timeout"); the message always names the op and the timeout.
-  EXPECT_FALSE(s.ok());
+  // The transport's timeout is a DeadlineExceeded naming the op, the
+  // timeout and who was waited for (the shared-memory path's rank, or the
+  // peer address in Gloo's words).
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
   EXPECT_THAT(std::string(s.message()), HasSubstr("allreduce"));
-  EXPECT_THAT(std::string(s.message()), HasSubstr("600 ms"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("timed out after 600 ms"));
   EXPECT_LT(took, std::chrono::seconds(10));  // slack for a loaded CI machine
   EXPECT_GE(took, std::chrono::milliseconds(500));
+}
+
+// "The group's timeout" and "wait for ever" are told apart by type.
+static_assert(!std::is_same_v<std::decay_t<decltype(kUseGroupTimeout)>,
+                              std::decay_t<decltype(kNoTimeout)>>);
+
+// An op's timeout, once resolved, must be positive: zero or a negative one
+// (kNoTimeout is a wait()'s, not an op's) fails the Work at once.
+TEST_F(FrontEndTest, ATimeoutThatIsNotPositiveIsRejected) {
+  for (std::chrono::milliseconds bad : {std::chrono::milliseconds(0), kNoTimeout}) {
+    AllreduceOptions opts;
+    opts.timeout = bad;
+    EXPECT_EQ(error_of(pg0().allreduce({f32(4)}, opts), OpType::kAllreduce),
+              "allreduce: timeout must be positive, got " + std::to_string(bad.count()) +
+                  " ms (leave it unset, kUseGroupTimeout, for the group's)");
+    BarrierOptions b;
+    b.timeout = bad;
+    EXPECT_THAT(error_of(pg0().barrier(b), OpType::kBarrier), HasSubstr("timeout must be"));
+  }
+}
+
+// An op's own timeout reaches the backend as given; an unset one as the
+// group's: a collective only rank 0 joins ends after its own 300 ms.
+TEST(FrontEndTimeout, AnOpsOwnTimeoutIsCarriedToTheBackend) {
+  std::shared_ptr<Work> work;
+  auto groups = make_groups(2, "gloo");
+  BarrierOptions opts;
+  opts.timeout = std::chrono::milliseconds(300);
+  auto start = std::chrono::steady_clock::now();
+  work = groups[0]->barrier(opts);
+  absl::Status s = work->wait();
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("barrier"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("300 ms"));
+  EXPECT_GE(took, std::chrono::milliseconds(300));
+  EXPECT_LT(took, std::chrono::seconds(10));
 }
 
 }  // namespace

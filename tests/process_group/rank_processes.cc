@@ -32,7 +32,7 @@ std::string scratch_path(const std::string& name) {
          std::to_string(counter++);
 }
 
-std::string runfile(const std::string& path) { return testing::runfile(path); }
+std::string runfile(const std::string& path) { return store_test::runfile(path); }
 
 int free_port() { return launcher::pick_free_port(); }
 

@@ -8,14 +8,14 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "process_group/init.h"
-#include "tests/process_group/thread_groups.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
 using ::testing::HasSubstr;
-using testing_util::make_thread_groups;
-using testing_util::on_every_rank;
+using rank_threads::make_groups;
+using rank_threads::on_every_rank;
 
 constexpr int kRanks = 3;
 
@@ -90,8 +90,8 @@ std::vector<std::vector<Tensor>> run_everywhere(
 }
 
 TEST(RoundRobin, SameResultsAsGlooAndAlternates) {
-  auto gloo = make_thread_groups(kRanks, "gloo");
-  auto rr = make_thread_groups(kRanks, "round_robin:gloo*2");
+  auto gloo = make_groups(kRanks, "gloo");
+  auto rr = make_groups(kRanks, "round_robin:gloo*2");
   ASSERT_EQ(rr[0]->backend_name(), "round_robin:gloo*2");
 
   std::vector<std::vector<Tensor>> want = run_everywhere(gloo);
@@ -118,7 +118,7 @@ TEST(RoundRobin, SameResultsAsGlooAndAlternates) {
 // Two collectives in flight at once land on different members and both
 // complete correctly.
 TEST(RoundRobin, ConcurrentCollectivesOnDifferentMembers) {
-  auto rr = make_thread_groups(2, "round_robin:gloo*2");
+  auto rr = make_groups(2, "round_robin:gloo*2");
   std::vector<Tensor> x(2), y(2);
   on_every_rank(2, [&](int r) {
     x[r] = Tensor::from_vector<float>({1.f + r, 10});
@@ -135,7 +135,7 @@ TEST(RoundRobin, ConcurrentCollectivesOnDifferentMembers) {
 }
 
 TEST(RoundRobin, RefusesPointToPoint) {
-  auto rr = make_thread_groups(2, "round_robin:gloo*2");
+  auto rr = make_groups(2, "round_robin:gloo*2");
   Tensor t = Tensor::zeros({1}, DType::kFloat32);
   std::shared_ptr<Work> w = rr[0]->send({t}, 1);
   ASSERT_TRUE(w->is_completed());
@@ -150,7 +150,7 @@ TEST(RoundRobin, RefusesPointToPoint) {
 }
 
 TEST(RoundRobin, MembersMustShareRankAndSize) {
-  auto gloo = make_thread_groups(2, "gloo");
+  auto gloo = make_groups(2, "gloo");
   absl::StatusOr<std::shared_ptr<RoundRobinBackend>> rr =
       RoundRobinBackend::create({gloo[0]->backend(), gloo[1]->backend()});
   EXPECT_EQ(std::string(rr.status().message()),

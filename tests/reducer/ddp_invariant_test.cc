@@ -11,10 +11,10 @@
 #include "hooks/default_hooks.h"
 #include "reducer/distributed_data_parallel.h"
 #include "tests/reducer/ddp_training.h"
-#include "tests/reducer/gloo_ranks.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 namespace {
 
 constexpr int kSteps = 5;
@@ -37,7 +37,7 @@ std::string case_name(const ::testing::TestParamInfo<Case>& info) {
 // Final parameters of every rank.
 std::vector<std::vector<float>> train_ddp(int world, Variant variant) {
   std::vector<std::vector<float>> finals(world);
-  run_gloo_ranks(world, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(world, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     // Every rank starts from different values: DDP's broadcast fixes that.
     RegressionModel model(params, kIn, kHidden, kOut, /*seed=*/1000 + rank);
@@ -98,5 +98,5 @@ TEST(DdpInvariant, NoHookAndAllreduceHookGiveIdenticalBits) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx

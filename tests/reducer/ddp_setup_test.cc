@@ -11,10 +11,10 @@
 #include "hooks/default_hooks.h"
 #include "reducer/distributed_data_parallel.h"
 #include "tests/reducer/ddp_training.h"
-#include "tests/reducer/gloo_ranks.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -24,7 +24,7 @@ constexpr uint64_t kModelBytes = 4 * (kHidden * kIn + kHidden + kOut * kHidden +
 TEST(DdpSetup, ConstructionBroadcastsParametersAndBuffersFromRank0) {
   ModelParameters expected_params;
   RegressionModel expected(expected_params, kIn, kHidden, kOut, /*seed=*/1000);
-  run_gloo_ranks(3, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(3, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, /*seed=*/1000 + rank);
     Tensor running_mean = Tensor::from_vector<double>({1.0 * rank, 2.0 * rank});
@@ -40,7 +40,7 @@ TEST(DdpSetup, ConstructionBroadcastsParametersAndBuffersFromRank0) {
 }
 
 TEST(DdpSetup, MismatchedShapeNamesTheParameterAndTheRank) {
-  run_gloo_ranks(3, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(3, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     ASSERT_TRUE(params.register_parameter("embedding", Tensor::zeros({4, 2}, DType::kFloat32)).ok());
     Shape head = rank == 2 ? Shape{3, 5} : Shape{5, 3};
@@ -54,7 +54,7 @@ TEST(DdpSetup, MismatchedShapeNamesTheParameterAndTheRank) {
 }
 
 TEST(DdpSetup, MismatchedDtypeOrCountIsAnError) {
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     DType dtype = rank == 1 ? DType::kFloat64 : DType::kFloat32;
     ASSERT_TRUE(params.register_parameter("w", Tensor::zeros({2}, dtype)).ok());
@@ -62,7 +62,7 @@ TEST(DdpSetup, MismatchedDtypeOrCountIsAnError) {
     ASSERT_FALSE(ddp.ok());
     EXPECT_THAT(ddp.status().message(), HasSubstr("float64[2] on cpu on rank 1"));
   });
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     for (int i = 0; i <= rank; ++i) {
       ASSERT_TRUE(params.register_parameter("w" + std::to_string(i), Tensor::zeros({2}, DType::kFloat32)).ok());
@@ -105,7 +105,7 @@ class CountingAllreduceHook : public CommHook {
 };
 
 TEST(DdpSetup, HookRegistersOnceAndItsStateRoundTripsThroughCheckpoints) {
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
@@ -140,7 +140,7 @@ TEST(DdpSetup, HookRegistersOnceAndItsStateRoundTripsThroughCheckpoints) {
 }
 
 TEST(DdpSetup, StatsCountBucketsBytesAndCompression) {
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
@@ -165,7 +165,7 @@ TEST(DdpSetup, StatsCountBucketsBytesAndCompression) {
 }
 
 TEST(DdpSetup, Fp16HookHalvesTheBytesOnTheWire) {
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
@@ -179,5 +179,5 @@ TEST(DdpSetup, Fp16HookHalvesTheBytesOnTheWire) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx

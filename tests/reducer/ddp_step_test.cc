@@ -9,10 +9,10 @@
 #include "gtest/gtest.h"
 #include "reducer/distributed_data_parallel.h"
 #include "tests/reducer/ddp_training.h"
-#include "tests/reducer/gloo_ranks.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 namespace {
 
 using ::testing::ElementsAre;
@@ -22,7 +22,7 @@ using M = RegressionModel;
 TEST(DdpStep, BucketsAreRebuiltOnceFromRank0sReadyOrder) {
   constexpr int kWorld = 3;
   std::vector<std::vector<float>> finals(kWorld);
-  run_gloo_ranks(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000 + rank);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
@@ -111,7 +111,7 @@ TEST(DdpStep, AbandonedStepLeavesTheReducerUsable) {
 }
 
 TEST(DdpStep, RebuildKeepsGradientViewsInPlace) {
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
     DDPOptions options = small_buckets();
@@ -137,7 +137,7 @@ TEST(DdpStep, FindUnusedParametersMarksThemReadyAndAverages) {
   std::vector<std::vector<float>> finals(kWorld);
   for (bool announce_in_prepare : {false, true}) {
     std::vector<std::vector<float>> b1_final(kWorld), w2_final(kWorld);
-    run_gloo_ranks(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+    rank_threads::run_groups(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
       ModelParameters params;
       RegressionModel model(params, kIn, kHidden, kOut, 1000);
       DDPOptions options = small_buckets();
@@ -170,7 +170,7 @@ TEST(DdpStep, FindUnusedParametersMarksThemReadyAndAverages) {
 }
 
 TEST(DdpStep, UnusedParameterWithoutTheFlagIsAnErrorNamingIt) {
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
@@ -188,7 +188,7 @@ TEST(DdpStep, UnusedParameterWithoutTheFlagIsAnErrorNamingIt) {
 }
 
 TEST(DdpStep, MarkReadyMisuseIsAnError) {
-  run_gloo_ranks(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
     ASSERT_TRUE(params.register_parameter("frozen", Tensor::zeros({3}, DType::kFloat32), false).ok());
@@ -209,7 +209,7 @@ TEST(DdpStep, MarkReadyMisuseIsAnError) {
 void check_no_sync(bool bucket_view) {
   constexpr int kWorld = 2, kMicro = 3, kPerMicro = 2;
   std::vector<std::vector<float>> finals(kWorld);
-  run_gloo_ranks(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000 + rank);
     auto ddp = make_small_bucket_ddp(params, pg, bucket_view);
@@ -248,5 +248,5 @@ TEST(DdpStep, NoSyncAccumulationEqualsOneBiggerStep) { check_no_sync(false); }
 TEST(DdpStep, NoSyncAccumulationWithBucketViews) { check_no_sync(true); }
 
 }  // namespace
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx

@@ -1,7 +1,7 @@
 #include "tests/reducer/ddp_training.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 
 absl::Status ddp_train_step(RegressionModel& model, DistributedDataParallel& ddp,
                             const Batch& batch, bool apply, std::vector<size_t> ready_order,
@@ -41,5 +41,5 @@ std::unique_ptr<DistributedDataParallel> make_small_bucket_ddp(
   return DistributedDataParallel::create(params, std::move(pg), options).value();
 }
 
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx

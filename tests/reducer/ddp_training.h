@@ -12,7 +12,7 @@
 #include "tests/reducer/regression_model.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 
 // Sizes of the test model: four parameters of 12 to 240 bytes.
 inline constexpr int kIn = 6, kHidden = 10, kOut = 3;
@@ -41,7 +41,7 @@ DDPOptions small_buckets();
 std::unique_ptr<DistributedDataParallel> make_small_bucket_ddp(
     ModelParameters& params, std::shared_ptr<ProcessGroup> pg, bool bucket_view);
 
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx
 
 #endif  // DDPX_TESTS_REDUCER_DDP_TRAINING_H_

@@ -10,10 +10,10 @@
 #include "hooks/registry.h"
 #include "reducer/distributed_data_parallel.h"
 #include "tests/reducer/ddp_training.h"
-#include "tests/reducer/gloo_ranks.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 namespace {
 
 using M = RegressionModel;
@@ -45,7 +45,7 @@ class HeldFirstBucketHook : public CommHook {
 // buckets launched before bucket 0's future completes.
 std::vector<size_t> launched_while_first_pending(bool issues_after_run) {
   std::vector<size_t> launched_early;
-  run_gloo_ranks(1, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(1, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000 + rank);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
@@ -75,7 +75,7 @@ TEST(HookLaunchOrder, HookWithLaterCollectivesWaitsForThePreviousBucket) {
 }
 
 TEST(HookLaunchOrder, BuiltInHooksSayWhetherTheyIssueCollectivesLater) {
-  run_gloo_ranks(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
     for (const char* spec : {"allreduce", "fp16", "bf16", "noop", "fp16+allreduce"}) {
       auto hook = make_comm_hook(spec, pg);
       ASSERT_TRUE(hook.ok()) << spec << ": " << hook.status();
@@ -90,5 +90,5 @@ TEST(HookLaunchOrder, BuiltInHooksSayWhetherTheyIssueCollectivesLater) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx

@@ -9,10 +9,10 @@
 #include "hooks/registry.h"
 #include "reducer/distributed_data_parallel.h"
 #include "tests/reducer/ddp_training.h"
-#include "tests/reducer/gloo_ranks.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 namespace {
 
 constexpr int kWorld = 3;
@@ -28,7 +28,7 @@ HookRun train_with_hook(const std::string& spec) {
   HookRun run;
   run.finals.resize(kWorld);
   run.last_ratio.resize(kWorld);
-  run_gloo_ranks(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(kWorld, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000 + rank);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
@@ -74,5 +74,5 @@ TEST(HooksUnderDdp, AllreduceHookFromTheRegistryEqualsNoHook) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx

@@ -10,10 +10,10 @@
 #include "hooks/registry.h"
 #include "reducer/join.h"
 #include "tests/reducer/ddp_training.h"
-#include "tests/reducer/gloo_ranks.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -49,7 +49,7 @@ void check_join(const std::vector<int>& batches, const std::string& hook, bool b
                 bool compare_to_reference = true) {
   const int world = static_cast<int>(batches.size());
   std::vector<std::vector<float>> finals(world);
-  run_gloo_ranks(world, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(world, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000 + rank);
     auto ddp = make_small_bucket_ddp(params, pg, bucket_view);
@@ -84,7 +84,7 @@ TEST(Join, Rank0WithNoInputs) { check_join({0, 2}, "", false); }
 TEST(Join, EvenInputsShadowNothing) { check_join({2, 2}, "", false); }
 
 TEST(Join, ThrowOnEarlyTerminationNamesTheRankThatRanOut) {
-  run_gloo_ranks(3, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(3, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
@@ -107,5 +107,5 @@ TEST(Join, ThrowOnEarlyTerminationNamesTheRankThatRanOut) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx

@@ -4,7 +4,7 @@
 #include <random>
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 namespace {
 
 // A deterministic value in [-1, 1) for (sample, slot): no shared RNG state,
@@ -141,5 +141,5 @@ std::vector<float> RegressionModel::flat_values() const {
   return out;
 }
 
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx

@@ -14,7 +14,7 @@
 #include "reducer/model_parameters.h"
 
 namespace ddpx {
-namespace testing {
+namespace reducer_test {
 
 struct Batch {
   int size = 0;
@@ -56,7 +56,7 @@ class RegressionModel {
   int in_, hidden_, out_;
 };
 
-}  // namespace testing
+}  // namespace reducer_test
 }  // namespace ddpx
 
 #endif  // DDPX_TESTS_REDUCER_REGRESSION_MODEL_H_

@@ -81,10 +81,10 @@ TEST(FileStore, BadPathIsAClearError) {
 TEST(FileStore, FourProcessesRendezvousThroughOneFile) {
   std::string path = temp_path("procs");
   constexpr int kWorld = 4;
-  std::vector<testing::Subprocess> workers;
+  std::vector<store_test::Subprocess> workers;
   for (int r = 0; r < kWorld; ++r) {
-    auto w = testing::Subprocess::spawn(
-        {testing::runfile("tests/store/store_worker"), "--file=" + path,
+    auto w = store_test::Subprocess::spawn(
+        {store_test::runfile("tests/store/store_worker"), "--file=" + path,
          absl::StrCat("--rank=", r), absl::StrCat("--world=", kWorld)});
     ASSERT_TRUE(w.ok()) << w.status();
     workers.push_back(std::move(*w));

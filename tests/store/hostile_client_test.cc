@@ -22,7 +22,7 @@ namespace {
 using protocol::FrameWriter;
 using protocol::QueryType;
 using std::chrono::milliseconds;
-using testing::RawClient;
+using store_test::RawClient;
 
 constexpr size_t kMiB = 1 << 20;
 
@@ -263,8 +263,8 @@ TEST(HostileCappedProcess, SurvivesEveryShapeUnderRlimitAs) {
                   "reserves terabytes of address space); the plain build runs this test";
 #endif
   constexpr int kCapMiB = 512;
-  const std::string server_path = testing::runfile("store/tcp_store_server");
-  auto server = testing::Subprocess::spawn(
+  const std::string server_path = store_test::runfile("store/tcp_store_server");
+  auto server = store_test::Subprocess::spawn(
       {"/bin/sh", "-c",
        absl::StrCat("ulimit -v ", kCapMiB * 1024, " && exec ", server_path, " --port=0")});
   ASSERT_TRUE(server.ok()) << server.status();

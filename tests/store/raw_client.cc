@@ -10,7 +10,7 @@
 #include "store/protocol.h"
 
 namespace ddpx {
-namespace testing {
+namespace store_test {
 
 using Clock = std::chrono::steady_clock;
 
@@ -86,5 +86,5 @@ void RawClient::close_now() {
   fd_ = -1;
 }
 
-}  // namespace testing
+}  // namespace store_test
 }  // namespace ddpx

@@ -9,7 +9,7 @@
 #include <string>
 
 namespace ddpx {
-namespace testing {
+namespace store_test {
 
 class RawClient {
  public:
@@ -37,7 +37,7 @@ class RawClient {
   bool connected_ = false;
 };
 
-}  // namespace testing
+}  // namespace store_test
 }  // namespace ddpx
 
 #endif  // DDPX_TESTS_STORE_RAW_CLIENT_H_

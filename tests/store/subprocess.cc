@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 
 namespace ddpx {
-namespace testing {
+namespace store_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -83,5 +83,5 @@ absl::StatusOr<int> Subprocess::wait(std::chrono::milliseconds timeout) {
   return status->shell_code();
 }
 
-}  // namespace testing
+}  // namespace store_test
 }  // namespace ddpx

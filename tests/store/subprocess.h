@@ -16,7 +16,7 @@
 #include "examples/launcher/child_process.h"
 
 namespace ddpx {
-namespace testing {
+namespace store_test {
 
 // Path of a binary in this test's runfiles, e.g. "store/tcp_store_server".
 std::string runfile(const std::string& workspace_relative);
@@ -48,7 +48,7 @@ class Subprocess {
   std::string buffered_;
 };
 
-}  // namespace testing
+}  // namespace store_test
 }  // namespace ddpx
 
 #endif  // DDPX_TESTS_STORE_SUBPROCESS_H_

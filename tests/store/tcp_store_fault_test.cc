@@ -2,6 +2,7 @@
 // is dropped with a reason while a well-behaved client keeps being served.
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "store/protocol.h"
 #include "store/tcp_store.h"
@@ -15,7 +16,7 @@ using protocol::FrameWriter;
 using protocol::QueryType;
 using std::chrono::milliseconds;
 
-using testing::RawClient;
+using store_test::RawClient;
 
 class FaultTest : public ::testing::Test {
  protected:
@@ -207,6 +208,63 @@ TEST_F(FaultTest, GarbageFromManyClientsAtOnce) {
   for (auto& b : bad) EXPECT_TRUE(b->closed_by_server(milliseconds(2000)));
   EXPECT_GE(server_->stats().dropped, 32u);
   expect_others_still_served();
+}
+
+// Resolving and binding (store/socket_util.h's resolve_tcp and
+// first_usable_socket, shared by the client and the server): each failure
+// is named, with the code callers act on.
+TEST(Addresses, ClientNamesAHostThatDoesNotResolve) {
+  TCPStoreOptions options;
+  options.port = 1;
+  options.timeout = milliseconds(300);
+  auto c = TCPStore::create("no-such-host.invalid", options);
+  ASSERT_FALSE(c.ok());
+  EXPECT_TRUE(absl::IsDeadlineExceeded(c.status())) << c.status();
+  EXPECT_NE(c.status().message().find("cannot resolve store host 'no-such-host.invalid'"),
+            std::string::npos)
+      << c.status();
+}
+
+TEST(Addresses, ServerNamesAHostThatDoesNotResolve) {
+  TCPStoreServerOptions options;
+  options.host = "no-such-host.invalid";
+  auto s = TCPStoreServer::start(options);
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::IsInvalidArgument(s.status())) << s.status();
+  EXPECT_NE(s.status().message().find("store server: cannot resolve host 'no-such-host.invalid'"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(Addresses, ServerNamesAPortInUse) {
+  TCPStoreServerOptions options;
+  options.host = "127.0.0.1";
+  auto first = TCPStoreServer::start(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  options.port = (*first)->port();
+  auto second = TCPStoreServer::start(options);
+  ASSERT_FALSE(second.ok());
+  EXPECT_TRUE(absl::IsAlreadyExists(second.status())) << second.status();
+  EXPECT_NE(second.status().message().find(
+                absl::StrCat("store server: bind/listen on 127.0.0.1:", options.port)),
+            std::string::npos)
+      << second.status();
+}
+
+TEST(Addresses, ClientAndServerMeetOnTheWildcardAndOnIpv4) {
+  for (const std::string& host : {std::string(), std::string("127.0.0.1")}) {
+    TCPStoreServerOptions options;
+    options.host = host;
+    auto server = TCPStoreServer::start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    TCPStoreOptions copts;
+    copts.port = (*server)->port();
+    copts.timeout = milliseconds(5000);
+    auto c = TCPStore::create("localhost", copts);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*c)->set("k", "v").ok());
+    EXPECT_EQ(*(*c)->get_string("k"), "v");
+  }
 }
 
 }  // namespace

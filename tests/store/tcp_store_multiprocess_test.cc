@@ -13,7 +13,7 @@
 #include "tests/store/subprocess.h"
 
 namespace ddpx {
-namespace testing {
+namespace store_test {
 namespace {
 
 using std::chrono::milliseconds;
@@ -97,5 +97,5 @@ TEST(TCPStoreProcesses, KilledServerFailsAWaitingClientInsteadOfHanging) {
 }
 
 }  // namespace
-}  // namespace testing
+}  // namespace store_test
 }  // namespace ddpx

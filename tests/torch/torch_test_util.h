@@ -1,5 +1,5 @@
 // Shared by the libtorch DDP tests: ranks as threads of the test (each with
-// a Gloo group, tests/hooks/hook_test_util.h), one torch thread per rank,
+// a Gloo group, tests/rank_threads.h), one torch thread per rank,
 // and the deterministic weights and batches of
 // tests/reference/torch_ddp_goldens.py.
 #ifndef DDPX_TESTS_TORCH_TORCH_TEST_UTIL_H_
@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "process_group/process_group.h"
-#include "tests/hooks/hook_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx::torch_testing {
 
 // body(rank's group) on `world` threads; each uses one torch thread, so
 // results do not depend on how many the machine has.
 inline void run_ranks(int world, const std::function<void(std::shared_ptr<ProcessGroup>)>& body) {
-  testing::run_group_ranks(world, [&](std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     at::set_num_threads(1);
     body(std::move(pg));
   });

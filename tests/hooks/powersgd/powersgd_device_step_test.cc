@@ -18,12 +18,13 @@
 #include "hooks/powersgd_step.h"
 #include "tests/hooks/powersgd/host_device_kernels.h"
 #include "tests/hooks/powersgd/powersgd_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
-using powersgd_test::make_gloo_ranks;
-using powersgd_test::on_every_rank;
+using rank_threads::make_groups;
+using rank_threads::on_every_rank;
 using powersgd_test::random_input;
 using powersgd_test::total_numel;
 
@@ -145,12 +146,12 @@ PowerSGDOptions options(int64_t rank, bool feedback_and_warm) {
 }
 
 TEST(PowerSGDDeviceStep, MatchesTheCpuStepWithErrorFeedbackAndWarmStart) {
-  expect_device_step_matches_cpu_step(make_gloo_ranks(2), options(2, true), 4,
+  expect_device_step_matches_cpu_step(make_groups(2), options(2, true), 4,
                                       DType::kFloat32, 1e-4f);
 }
 
 TEST(PowerSGDDeviceStep, MatchesTheCpuStepWithoutMemoriesAtRanks1And3) {
-  const auto ranks = make_gloo_ranks(2);
+  const auto ranks = make_groups(2);
   expect_device_step_matches_cpu_step(ranks, options(1, false), 3, DType::kFloat32, 1e-4f);
   PowerSGDOptions o = options(3, false);
   o.orthogonalization_epsilon = 1e-8f;
@@ -161,7 +162,7 @@ TEST(PowerSGDDeviceStep, MatchesTheCpuStepOnAHalfWire) {
   // Both paths round P, Q and the uncompressed batch to float16 for the
   // allreduce; a last-bit difference before that rounding may move a value
   // by one float16 step (2^-11 relative), hence the looser tolerance.
-  const auto ranks = make_gloo_ranks(2);
+  const auto ranks = make_groups(2);
   expect_device_step_matches_cpu_step(ranks, options(2, true), 3, DType::kFloat16, 5e-3f);
   expect_device_step_matches_cpu_step(ranks, options(2, true), 3, DType::kBFloat16, 3e-2f);
 }
@@ -169,7 +170,7 @@ TEST(PowerSGDDeviceStep, MatchesTheCpuStepOnAHalfWire) {
 TEST(PowerSGDDeviceStep, BatchedSquareMatchesTheCpuStep) {
   PowerSGDOptions o = options(2, true);
   const int64_t length = 150, side = square_side(length);
-  auto ranks = make_gloo_ranks(2);
+  auto ranks = make_groups(2);
   on_every_rank(2, [&](int rank) {
     auto cpu_state = make_state(o);
     auto dev_state = make_state(o);

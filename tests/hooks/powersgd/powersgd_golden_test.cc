@@ -23,11 +23,14 @@
 #include "hooks/powersgd_hook.h"
 #include "hooks/powersgd_plan.h"
 #include "tests/hooks/powersgd/powersgd_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
 using namespace powersgd_test;
+using rank_threads::make_groups;
+using rank_threads::on_every_rank;
 
 struct GoldenCase {
   std::map<std::string, std::string> fields;
@@ -110,7 +113,7 @@ void run_case(const GoldenCase& c) {
       {"epsilon", c.fields.at("epsilon")},
       {"min_compression_rate", c.fields.at("min_rate")},
       {"warm_start", "1"}};
-  auto pgs = make_gloo_ranks(world);
+  auto pgs = make_groups(world);
   std::vector<std::unique_ptr<CommHook>> hooks;
   std::vector<PowerSGDState*> states;
   for (auto& pg : pgs) {

@@ -16,13 +16,14 @@
 #include "hooks/registry.h"
 #include "process_group/half.h"
 #include "tests/hooks/powersgd/powersgd_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
 using powersgd_test::make_bucket;
-using powersgd_test::make_gloo_ranks;
-using powersgd_test::on_every_rank;
+using rank_threads::make_groups;
+using rank_threads::on_every_rank;
 using powersgd_test::random_input;
 using powersgd_test::total_numel;
 using Values = std::vector<float>;
@@ -83,7 +84,7 @@ Run run_spec(const std::string& spec, const Format& format,
 void expect_matches_float32(const std::string& base_spec, const Format& format) {
   const std::string spec = std::string(format.wrapper) + "+" + base_spec;
   SCOPED_TRACE(spec);
-  auto pgs = make_gloo_ranks(kWorld);
+  auto pgs = make_groups(kWorld);
   Run wide = run_spec(base_spec, format, pgs);
   Run narrow = run_spec(spec, format, pgs);
   ASSERT_EQ(narrow.outputs.size(), static_cast<size_t>(kIterations));
@@ -150,7 +151,7 @@ TEST(PowerSGDHalf, Bf16BatchedPowerSGDIsFloat32BatchedWithinBfloat16Rounding) {
 // Buckets of other dtypes are refused at the first compressed step with an
 // error naming the dtype, by both hooks.
 TEST(PowerSGDHalf, AFloat64BucketIsAClearError) {
-  auto pgs = make_gloo_ranks(1);
+  auto pgs = make_groups(1);
   for (bool batched : {false, true}) {
     auto hook = make_powersgd_hook(
         pgs[0], {{"rank", "1"}, {"start_iter", "0"}, {"use_error_feedback", "0"},

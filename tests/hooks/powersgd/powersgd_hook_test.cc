@@ -14,14 +14,15 @@
 #include "hooks/powersgd_hook.h"
 #include "tests/hooks/powersgd/batched_reference.h"
 #include "tests/hooks/powersgd/powersgd_test_util.h"
+#include "tests/rank_threads.h"
 
 namespace ddpx {
 namespace {
 
 using powersgd_test::BatchedPowerSGDReference;
 using powersgd_test::make_bucket;
-using powersgd_test::make_gloo_ranks;
-using powersgd_test::on_every_rank;
+using rank_threads::make_groups;
+using rank_threads::on_every_rank;
 using powersgd_test::random_input;
 using powersgd_test::total_numel;
 using Options = std::map<std::string, std::string>;
@@ -96,7 +97,7 @@ const std::vector<Shape> kShapes = {{6, 4}, {5}, {3, 7}, {2, 3, 4}};
 TEST(PowerSGDHook, FullRankEqualsTheExactAverageForWorldSizesOneToFour) {
   for (int size = 1; size <= 4; ++size) {
     SCOPED_TRACE("world size " + std::to_string(size));
-    auto pgs = make_gloo_ranks(size);
+    auto pgs = make_groups(size);
     // rank >= min(rows, cols) everywhere, and a rate low enough that every
     // matrix compresses: P Q^T is then the exact average.
     auto hooks = make_hooks(pgs, {{"rank", "8"}, {"start_iter", "2"},
@@ -119,7 +120,7 @@ TEST(PowerSGDHook, FullRankEqualsTheExactAverageForWorldSizesOneToFour) {
 }
 
 TEST(PowerSGDHook, BeforeStartIterIsBitForBitThePlainAveragedAllreduce) {
-  auto pgs = make_gloo_ranks(3);
+  auto pgs = make_groups(3);
   auto hooks = make_hooks(pgs, {{"rank", "1"}, {"start_iter", "3"}}, false);
   silence(hooks);
   const int64_t n = total_numel(kShapes);
@@ -143,7 +144,7 @@ TEST(PowerSGDHook, BeforeStartIterIsBitForBitThePlainAveragedAllreduce) {
 }
 
 TEST(PowerSGDHook, CompressOrNotDecisions) {
-  auto pgs = make_gloo_ranks(2);
+  auto pgs = make_groups(2);
   auto hooks = make_hooks(pgs, {{"rank", "1"}, {"start_iter", "2"}}, false);
   silence(hooks);
   // (20,16) compresses at rank 1: (36)*1*2 < 320. (3,2): 5*2 < 6 is false.
@@ -194,7 +195,7 @@ TEST(PowerSGDHook, ErrorFeedbackCarriesWhatCompressionDropped) {
   const std::vector<Shape> shapes = {{24, 20}, {7}};
   const int64_t n = total_numel(shapes);
   auto drift = [&](bool error_feedback, std::vector<Values>* final_errors) {
-    auto pgs = make_gloo_ranks(size);
+    auto pgs = make_groups(size);
     auto hooks = make_hooks(pgs, {{"rank", "1"}, {"start_iter", "2"},
                                   {"use_error_feedback", error_feedback ? "1" : "0"}},
                             false);
@@ -261,7 +262,7 @@ TEST(PowerSGDHook, SaveAndLoadResumeBitForBit) {
     SCOPED_TRACE(std::string("warm_start=") + warm);
     const Options options = {{"rank", "2"}, {"start_iter", "2"}, {"warm_start", warm},
                              {"batch_same_shape", "1"}, {"seed", "5"}};
-    auto pgs = make_gloo_ranks(size);
+    auto pgs = make_groups(size);
     // Two buckets per iteration: memories are per bucket index.
     auto run_iteration = [&](std::vector<std::unique_ptr<CommHook>>& hooks, int it) {
       auto a = run_bucket(hooks, shapes, random_inputs(size, n, 6, it), 1, false);
@@ -304,7 +305,7 @@ TEST(PowerSGDHook, BatchingSameShapeGivesTheSameResults) {
   const int64_t n = total_numel(shapes);
   std::vector<std::vector<Values>> results;
   for (const char* batch : {"0", "1"}) {
-    auto pgs = make_gloo_ranks(2);
+    auto pgs = make_groups(2);
     auto hooks = make_hooks(pgs, {{"rank", "2"}, {"start_iter", "2"},
                                   {"batch_same_shape", batch}}, false);
     silence(hooks);
@@ -319,7 +320,7 @@ TEST(PowerSGDHook, BatchingSameShapeGivesTheSameResults) {
 }
 
 TEST(PowerSGDHook, ABucketThatChangesSizeAfterStartIsAClearError) {
-  auto pgs = make_gloo_ranks(1);
+  auto pgs = make_groups(1);
   auto hooks = make_hooks(pgs, {{"rank", "1"}, {"start_iter", "2"}}, false);
   silence(hooks);
   const std::vector<Shape> small = {{8, 8}}, big = {{8, 9}};
@@ -335,7 +336,7 @@ TEST(PowerSGDHook, ABucketThatChangesSizeAfterStartIsAClearError) {
 TEST(BatchedPowerSGDHook, PadsToASquareAndTruncatesBack) {
   for (int size = 1; size <= 3; ++size) {
     SCOPED_TRACE("world size " + std::to_string(size));
-    auto pgs = make_gloo_ranks(size);
+    auto pgs = make_groups(size);
     // 32 elements -> 6 x 6 with 4 zeros (the last row keeps two values, so
     // the square has full rank); rank 6 is full rank: the exact average.
     auto hooks = make_hooks(pgs, {{"rank", "6"}, {"start_iter", "2"}}, true);
@@ -358,7 +359,7 @@ TEST(BatchedPowerSGDHook, PadsToASquareAndTruncatesBack) {
 }
 
 TEST(BatchedPowerSGDHook, RankOneIsRankOneOnThePaddedSquare) {
-  auto pgs = make_gloo_ranks(2);
+  auto pgs = make_groups(2);
   auto hooks = make_hooks(pgs, {{"rank", "1"}, {"start_iter", "2"},
                                 {"use_error_feedback", "0"}}, true);
   silence(hooks);
@@ -376,7 +377,7 @@ TEST(BatchedPowerSGDHook, RankOneIsRankOneOnThePaddedSquare) {
 }
 
 TEST(BatchedPowerSGDHook, RankAboveTheSideIsCappedWhereTorchAsserts) {
-  auto pgs = make_gloo_ranks(2);
+  auto pgs = make_groups(2);
   auto hooks = make_hooks(pgs, {{"rank", "3"}, {"start_iter", "2"}}, true);
   silence(hooks);
   for (int it = 0; it < 3; ++it) {
@@ -400,7 +401,7 @@ TEST(BatchedPowerSGDHook, FollowsTorchsBatchedHookStepByStep) {
   for (const Case c : {Case{2, true}, Case{1, true}, Case{3, false}}) {
     SCOPED_TRACE("rank " + std::to_string(c.rank) + " error feedback " +
                  std::to_string(c.error_feedback));
-    auto pgs = make_gloo_ranks(size);
+    auto pgs = make_groups(size);
     auto hooks = make_hooks(pgs, {{"rank", std::to_string(c.rank)},
                                   {"start_iter", std::to_string(start)},
                                   {"use_error_feedback", c.error_feedback ? "1" : "0"}},
@@ -459,7 +460,7 @@ TEST(BatchedPowerSGDHook, ErrorFeedbackCarriesWhatCompressionDropped) {
   const int size = 2, iterations = 32;
   const std::vector<Shape> shapes = {{20, 17}, {9}};  // 349 values, side 19
   const int64_t n = total_numel(shapes);
-  auto pgs = make_gloo_ranks(size);
+  auto pgs = make_groups(size);
   auto hooks = make_hooks(pgs, {{"rank", "1"}, {"start_iter", "2"}}, true);
   silence(hooks);
   std::vector<double> shortfall(n, 0.0);

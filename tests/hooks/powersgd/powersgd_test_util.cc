@@ -1,45 +1,9 @@
 #include "tests/hooks/powersgd/powersgd_test_util.h"
 
-#include <chrono>
-#include <cstdio>
-#include <cstdlib>
-#include <thread>
-
 #include "hooks/powersgd_random.h"
-#include "process_group/gloo/gloo_backend.h"
-#include "store/hash_store.h"
 
 namespace ddpx {
 namespace powersgd_test {
-
-void on_every_rank(int size, const std::function<void(int rank)>& fn) {
-  std::vector<std::thread> threads;
-  for (int r = 0; r < size; ++r) threads.emplace_back(fn, r);
-  for (auto& t : threads) t.join();
-}
-
-std::vector<std::shared_ptr<ProcessGroup>> make_gloo_ranks(int size) {
-  const std::chrono::milliseconds timeout = std::chrono::seconds(30);
-  auto store = std::make_shared<HashStore>(timeout);
-  std::vector<std::shared_ptr<ProcessGroup>> groups(size);
-  std::vector<absl::Status> errors(size);
-  on_every_rank(size, [&](int rank) {
-    auto backend = create_gloo_backend(store, rank, size, timeout);
-    if (!backend.ok()) {
-      errors[rank] = backend.status();
-      return;
-    }
-    groups[rank] = std::make_shared<ProcessGroup>(*backend, store, timeout);
-  });
-  for (int r = 0; r < size; ++r) {
-    if (!errors[r].ok()) {
-      fprintf(stderr, "make_gloo_ranks: rank %d: %s\n", r,
-              errors[r].ToString().c_str());
-      abort();
-    }
-  }
-  return groups;
-}
 
 int64_t total_numel(const std::vector<Shape>& shapes) {
   int64_t n = 0;

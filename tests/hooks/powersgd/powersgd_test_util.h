@@ -1,10 +1,9 @@
-// Helpers for the PowerSGD tests: real Gloo ranks as threads of this process
-// over one HashStore, buckets built from shapes, and the deterministic inputs
+// Helpers for the PowerSGD tests (ranks come from tests/rank_threads.h):
+// buckets built from shapes, and the deterministic inputs
 // tests/reference/powersgd_goldens.py also uses.
 #ifndef DDPX_TESTS_HOOKS_POWERSGD_POWERSGD_TEST_UTIL_H_
 #define DDPX_TESTS_HOOKS_POWERSGD_POWERSGD_TEST_UTIL_H_
 
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -13,12 +12,6 @@
 
 namespace ddpx {
 namespace powersgd_test {
-
-// `size` ProcessGroups on the Gloo backend (rank i at index i).
-std::vector<std::shared_ptr<ProcessGroup>> make_gloo_ranks(int size);
-
-// Runs fn(rank) on one thread per rank and joins them.
-void on_every_rank(int size, const std::function<void(int rank)>& fn);
 
 int64_t total_numel(const std::vector<Shape>& shapes);
 

@@ -6,9 +6,10 @@
 namespace ddpx {
 namespace {
 
-using testing::local_options;
-using testing::run_ranks;
-using namespace ::ddpx::testing;
+using rank_threads::local_gloo_options;
+using rank_threads::run_gloo_backends;
+using namespace ::ddpx::gloo_test;
+using namespace ::ddpx::rank_threads;
 
 struct AlgorithmCase {
   AllreduceAlgorithm algorithm;
@@ -19,9 +20,9 @@ class AllreduceAlgorithmTest : public ::testing::TestWithParam<AlgorithmCase> {}
 
 TEST_P(AllreduceAlgorithmTest, SumsAndBitwiseAcrossSizes) {
   const auto [algorithm, size] = GetParam();
-  GlooOptions options = local_options();
+  GlooOptions options = local_gloo_options();
   options.allreduce_algorithm = algorithm;
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     // Sizes around the algorithms' chunking: tiny, odd, several chunks.
     for (int64_t n : {1, 257, 30011}) {
       for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt64}) {
@@ -72,8 +73,8 @@ TEST(AllreduceAlgorithmNames, RoundTripAndUnknownIsAnError) {
 }
 
 // The shipped table (docs/gloo.md, "Allreduce algorithm choice"), without
-// sync pieces (a kernel that grants small socket buffers, or
-// sync_max_bytes 0).
+// sync pieces (a kernel that grants small socket buffers). The backend runs
+// a classic pick only where it fits on the sync pairs, else Gloo's ring.
 TEST(AllreduceAlgorithmChoice, ShippedTableWithoutSyncPieces) {
   using A = AllreduceAlgorithm;
   const size_t KiB = 1024, MiB = 1024 * KiB;
@@ -88,7 +89,7 @@ TEST(AllreduceAlgorithmChoice, ShippedTableWithoutSyncPieces) {
     EXPECT_EQ(choose_allreduce_algorithm(128 * KiB, size, true, 0), A::kHalvingDoubling);
     EXPECT_EQ(choose_allreduce_algorithm(128 * KiB + 1, size, true, 0), A::kGlooRing);
   }
-  // A per-op timeout other than the group's rules out the classic classes.
+  // A group without sync pairs (sync_max_bytes 0) runs unbound algorithms.
   EXPECT_EQ(choose_allreduce_algorithm(8, 4, false, 0), A::kGlooRing);
   for (int size : {2, 4}) {
     EXPECT_EQ(choose_allreduce_algorithm(32 * MiB - 1, size, true, 0), A::kGlooRing);
@@ -115,9 +116,49 @@ TEST(AllreduceAlgorithmChoice, ShippedTableWithSyncPieces) {
   for (int size : {2, 4}) {
     EXPECT_EQ(choose_allreduce_algorithm(32 * MiB, size, true, piece), A::kGlooRing4M);
   }
-  // Still only unbound algorithms under a per-op timeout.
+  // Still only unbound algorithms without sync pairs.
   EXPECT_EQ(choose_allreduce_algorithm(8, 4, false, piece), A::kGlooRing);
   EXPECT_EQ(choose_allreduce_algorithm(64 * MiB, 2, false, piece), A::kGlooRing4M);
+}
+
+// What the backend runs where: the table's classic picks on the sync pairs
+// (whole, or halving-doubling in pieces), everything else, and every
+// classic pick without sync pairs, as Gloo's unbound-buffer algorithms on
+// the event-loop pairs. Whatever a rank's op timeout.
+TEST(AllreducePlan, ClassicAlgorithmsRunOnTheSyncPairsOnly) {
+  using A = AllreduceAlgorithm;
+  using Where = GlooBackend::AllreducePlan::Where;
+  run_gloo_backends(2, [&](GlooBackend& b) {
+    const auto small = b.allreduce_plan(8);
+    EXPECT_EQ(small.algorithm, A::kRing);
+    EXPECT_EQ(small.where, Where::kSyncPairs);
+    const auto huge = b.allreduce_plan(size_t{64} << 20);
+    EXPECT_EQ(huge.algorithm, A::kGlooRing4M);
+    EXPECT_EQ(huge.where, Where::kEventLoop);
+    if (b.sync_piece_bytes() > 0) {
+      const auto pieces = b.allreduce_plan(size_t{8} << 20);
+      EXPECT_EQ(pieces.algorithm, A::kHalvingDoubling);
+      EXPECT_EQ(pieces.where, Where::kSyncPieces);
+    }
+  });
+  GlooOptions no_sync = local_gloo_options();
+  no_sync.sync_max_bytes = 0;
+  run_gloo_backends(2, [&](GlooBackend& b) {
+    for (size_t bytes : {size_t{8}, size_t{100} << 10, size_t{8} << 20}) {
+      const auto plan = b.allreduce_plan(bytes);
+      EXPECT_FALSE(is_classic_allreduce(plan.algorithm)) << bytes;
+      EXPECT_EQ(plan.where, Where::kEventLoop) << bytes;
+    }
+  }, no_sync);
+  // A forced classic algorithm the sync pairs cannot take gives way too.
+  GlooOptions forced = local_gloo_options();
+  forced.allreduce_algorithm = A::kRing;
+  run_gloo_backends(3, [&](GlooBackend& b) {
+    EXPECT_EQ(b.allreduce_plan(8).algorithm, A::kRing);
+    const auto beyond = b.allreduce_plan(kSyncPairMaxMessageBytes + 4);
+    EXPECT_EQ(beyond.algorithm, A::kGlooRing);
+    EXPECT_EQ(beyond.where, Where::kEventLoop);
+  }, forced);
 }
 
 }  // namespace

@@ -11,16 +11,17 @@
 namespace ddpx {
 namespace {
 
-using testing::local_options;
-using testing::run_ranks;
-using testing::wait_ok;
-using namespace ::ddpx::testing;
+using rank_threads::local_gloo_options;
+using rank_threads::run_gloo_backends;
+using rank_threads::wait_ok;
+using namespace ::ddpx::gloo_test;
+using namespace ::ddpx::rank_threads;
 
 class AllreduceWorldTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(AllreduceWorldTest, EveryDTypeAndOp) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (DType dtype : kAllDTypes) {
       for (ReduceOp op : kAllOps) {
         if (!op_applies(op, dtype)) continue;
@@ -38,7 +39,7 @@ TEST_P(AllreduceWorldTest, EveryDTypeAndOp) {
 
 TEST_P(AllreduceWorldTest, ZeroElementsAndMultipleTensors) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     Tensor empty = Tensor::zeros({0}, DType::kFloat32);
     auto w = b.allreduce({empty}, {});
     ASSERT_TRUE(wait_ok(w).ok()) << w->exception();
@@ -56,7 +57,7 @@ TEST_P(AllreduceWorldTest, ZeroElementsAndMultipleTensors) {
 
 TEST_P(AllreduceWorldTest, CoalescedMatchesSeparateAllreduces) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     TensorList tensors;
     const int64_t sizes[] = {1, 0, 7, 100, 3};
     for (int64_t n : sizes) tensors.push_back(make_input(ReduceOp::SUM, DType::kFloat32, b.rank(), n));

@@ -13,7 +13,7 @@
 #include "process_group/tensor.h"
 
 namespace ddpx {
-namespace testing {
+namespace gloo_test {
 
 // Rank r's element i, chosen so every reduction is exact in every dtype
 // (small integers; products of 1s and 2s).
@@ -91,7 +91,7 @@ inline void expect_result(const Tensor& t, ReduceOp op, int size, const std::str
   }
 }
 
-}  // namespace testing
+}  // namespace gloo_test
 }  // namespace ddpx
 
 #endif  // DDPX_TESTS_PROCESS_GROUP_GLOO_ALLREDUCE_VALUES_H_

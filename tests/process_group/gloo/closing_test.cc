@@ -12,17 +12,17 @@ namespace ddpx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using testing::local_options;
-using testing::run_ranks;
+using rank_threads::local_gloo_options;
+using rank_threads::run_gloo_backends;
 
 // Halving-doubling on 5 ranks finishes on some ranks before others; before
 // the handshake, those leaving at once failed the rest now and then with
 // "Connection closed by peer".
 TEST(GlooClosing, LeavingRightAfterTheLastOpKeepsPeersWhole) {
-  GlooOptions options = local_options();
+  GlooOptions options = local_gloo_options();
   options.allreduce_algorithm = AllreduceAlgorithm::kHalvingDoubling;
   for (int round = 0; round < 8; ++round) {
-    run_ranks(5, [&](GlooBackend& b) {
+    run_gloo_backends(5, [&](GlooBackend& b) {
       Tensor t = Tensor::zeros({30011}, DType::kInt32);
       t.fill_(b.rank() + 1);
       ASSERT_WORK_OK(b.allreduce({t}, {}));
@@ -42,7 +42,7 @@ TEST(GlooClosing, DestroyingEveryRankFromOneThreadIsQuick) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kSize; ++r) {
     threads.emplace_back([&, r] {
-      auto b = GlooBackend::create(store, r, kSize, std::chrono::seconds(20), local_options(1));
+      auto b = GlooBackend::create(store, r, kSize, std::chrono::seconds(20), local_gloo_options(1));
       ASSERT_TRUE(b.ok()) << b.status();
       backends[r] = *b;
     });
@@ -62,7 +62,7 @@ TEST(GlooClosing, APeerThatStaysDoesNotHoldTheLeaverBack) {
   std::vector<std::thread> threads;
   for (int r = 0; r < 2; ++r) {
     threads.emplace_back([&, r] {
-      auto b = GlooBackend::create(store, r, 2, std::chrono::seconds(20), local_options(1));
+      auto b = GlooBackend::create(store, r, 2, std::chrono::seconds(20), local_gloo_options(1));
       ASSERT_TRUE(b.ok()) << b.status();
       if (r == 1) {
         stayer = *b;

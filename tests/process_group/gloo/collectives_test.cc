@@ -10,8 +10,8 @@
 namespace ddpx {
 namespace {
 
-using testing::run_ranks;
-using testing::wait_ok;
+using rank_threads::run_gloo_backends;
+using rank_threads::wait_ok;
 
 // A tensor whose element i is base + i, in any dtype (values stay small
 // enough to be exact in bfloat16).
@@ -39,7 +39,7 @@ class CollectivesTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(CollectivesTest, BroadcastFromEveryRoot) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (DType dtype : kDTypes) {
       for (int root = 0; root < size; ++root) {
         Tensor t = b.rank() == root ? ramp(dtype, 33, root * 10) : Tensor::zeros({33}, dtype);
@@ -56,7 +56,7 @@ TEST_P(CollectivesTest, BroadcastFromEveryRoot) {
 
 TEST_P(CollectivesTest, ReduceToEveryRoot) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (DType dtype : {DType::kFloat32, DType::kBFloat16, DType::kInt32}) {
       for (int root = 0; root < size; ++root) {
         Tensor t = ramp(dtype, 41, b.rank());
@@ -74,7 +74,7 @@ TEST_P(CollectivesTest, ReduceToEveryRoot) {
 
 TEST_P(CollectivesTest, AllgatherBothForms) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (DType dtype : kDTypes) {
       Tensor in = ramp(dtype, 19, 3 * b.rank());
       std::vector<TensorList> outs(1);
@@ -101,7 +101,7 @@ TEST_P(CollectivesTest, AllgatherBothForms) {
 
 TEST_P(CollectivesTest, ReduceScatterBothForms) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kInt64}) {
       const int64_t n = 13;
       // Chunk r of every rank holds (r + i%50); SUM over ranks = size * that.
@@ -124,7 +124,7 @@ TEST_P(CollectivesTest, ReduceScatterBothForms) {
 
 TEST_P(CollectivesTest, GatherAndScatterFromEveryRoot) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (int root = 0; root < size; ++root) {
       Tensor in = ramp(DType::kFloat16, 9, b.rank() + root);
       std::vector<TensorList> outs;
@@ -155,7 +155,7 @@ TEST_P(CollectivesTest, GatherAndScatterFromEveryRoot) {
 
 TEST_P(CollectivesTest, AlltoallWithUnequalSizes) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     // Rank s sends (s + d + 1) elements to rank d, zero when s == d == 0.
     auto count = [](int s, int d) { return static_cast<int64_t>(s + d == 0 ? 0 : s + d + 1); };
     TensorList inputs, outputs;
@@ -168,7 +168,7 @@ TEST_P(CollectivesTest, AlltoallWithUnequalSizes) {
 
 TEST_P(CollectivesTest, AlltoallBaseEqualAndSplitSizes) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     // Equal splits: 2 rows of 3 per peer.
     Tensor in = Tensor::zeros({2 * size, 3}, DType::kBFloat16);
     for (int d = 0; d < size; ++d) ASSERT_TRUE(in.view(6 * d, {6}).copy_from(ramp(DType::kBFloat16, 6, 10 * b.rank() + d)).ok());
@@ -198,7 +198,7 @@ TEST_P(CollectivesTest, AlltoallBaseEqualAndSplitSizes) {
 TEST_P(CollectivesTest, BarrierWaitsForEveryRank) {
   const int size = GetParam();
   std::atomic<int> arrived{0};
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     // The last rank is late; nobody may leave the barrier before it arrives.
     if (b.rank() == size - 1) std::this_thread::sleep_for(std::chrono::milliseconds(100));
     arrived.fetch_add(1);

@@ -9,13 +9,13 @@
 namespace ddpx {
 namespace {
 
-using testing::local_options;
-using testing::run_ranks;
-using testing::wait_ok;
+using rank_threads::local_gloo_options;
+using rank_threads::run_gloo_backends;
+using rank_threads::wait_ok;
 
 TEST(GlooConcurrency, ManyOpsInFlightKeepTheirOwnData) {
   for (int size : {2, 3}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       constexpr int kOps = 60;
       TensorList tensors;
       std::vector<std::shared_ptr<Work>> works;
@@ -39,7 +39,7 @@ TEST(GlooConcurrency, ManyOpsInFlightKeepTheirOwnData) {
         ASSERT_EQ(tensors[k].item(0), want) << "op " << k;
         ASSERT_EQ(tensors[k].item(tensors[k].numel() - 1), want) << "op " << k;
       }
-    }, local_options(/*num_workers=*/3));
+    }, local_gloo_options(/*num_workers=*/3));
   }
 }
 
@@ -48,7 +48,7 @@ TEST(GlooConcurrency, ManyOpsInFlightKeepTheirOwnData) {
 // together, every op keeps its own data and order.
 TEST(GlooConcurrency, WaitedAndUnwaitedOpsInterleave) {
   for (int size : {2, 3}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       for (int i = 0; i < 30; ++i) {
         Tensor pending = Tensor::zeros({5000 + i}, DType::kInt32);
         pending.fill_(i + b.rank());
@@ -83,7 +83,7 @@ TEST(GlooConcurrency, ThreadsWithTheirOwnGroupsRunSideBySide) {
     for (int g = 0; g < kThreads; ++g) {
       threads.emplace_back([&, r, g] {
         std::shared_ptr<Store> prefixed = prefixed_stores[r * kThreads + g];
-        auto b = GlooBackend::create(prefixed, r, kSize, std::chrono::seconds(20), local_options(1));
+        auto b = GlooBackend::create(prefixed, r, kSize, std::chrono::seconds(20), local_gloo_options(1));
         ASSERT_TRUE(b.ok()) << b.status();
         for (int i = 0; i < 20; ++i) {
           Tensor t = Tensor::zeros({1000 + g}, DType::kInt64);
@@ -102,7 +102,7 @@ TEST(GlooConcurrency, ThreadsWithTheirOwnGroupsRunSideBySide) {
 
 TEST(GlooConcurrency, DestroyingTheBackendCancelsQueuedWork) {
   std::shared_ptr<Work> stuck;
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     if (b.rank() == 0) return;
     // Rank 0 is gone: this op fails (peer closed) or is cancelled on
     // destruction; either way it completes, it does not hang.

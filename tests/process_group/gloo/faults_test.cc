@@ -10,30 +10,40 @@ namespace ddpx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using testing::local_options;
-using testing::run_ranks;
-using testing::wait_ok;
+using rank_threads::local_gloo_options;
+using rank_threads::run_gloo_backends;
+using rank_threads::wait_ok;
 
 TEST(GlooFaults, SilentRankMakesOthersTimeOutNamingOpAndTimeout) {
   // Rank 2 is alive and connected but never joins the allreduce.
-  auto outcomes = testing::run_with_a_silent_rank(3, [](GlooBackend& b) {
+  auto outcomes = gloo_test::run_with_a_silent_rank(3, [](GlooBackend& b) {
     AllreduceOptions opts;
     opts.timeout = std::chrono::milliseconds(400);
     return b.allreduce({Tensor::zeros({1000}, DType::kFloat32)}, opts);
-  }, local_options(), std::chrono::seconds(20));
-  for (const testing::OpOutcome& o : outcomes) {
+  }, local_gloo_options(), std::chrono::seconds(20));
+  // A rank may instead see the other joiner close its connection when that
+  // one timed out: a timeout too if that came after its own had passed.
+  int timed_out = 0;
+  for (const gloo_test::OpOutcome& o : outcomes) {
     const absl::Status& s = o.status;
     ASSERT_FALSE(s.ok());
-    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
     EXPECT_NE(s.message().find("allreduce"), std::string::npos) << s;
     EXPECT_NE(s.message().find("400 ms"), std::string::npos) << s;
     EXPECT_LT(o.elapsed, std::chrono::milliseconds(3000));
+    if (s.code() == absl::StatusCode::kUnavailable) {
+      EXPECT_NE(s.message().find("Connection closed"), std::string::npos) << s;
+      continue;
+    }
+    EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
+    EXPECT_NE(s.message().find("timed out after 400 ms"), std::string::npos) << s;
+    ++timed_out;
   }
+  EXPECT_GE(timed_out, 1);
 }
 
 TEST(GlooFaults, RankThatExitsMakesOthersFailWithinTimeout) {
   std::atomic<bool> first_done{false};
-  run_ranks(3, [&](GlooBackend& b) {
+  run_gloo_backends(3, [&](GlooBackend& b) {
     BarrierOptions bopts;
     ASSERT_WORK_OK(b.barrier(bopts));
     if (b.rank() == 1) return;  // leaves: its backend closes every connection
@@ -55,7 +65,7 @@ TEST(GlooFaults, RankThatExitsMakesOthersFailWithinTimeout) {
 }
 
 TEST(GlooFaults, PerOpTimeoutAppliesToPointToPoint) {
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     if (b.rank() != 0) return;
     Tensor t = Tensor::zeros({4}, DType::kInt8);
     SendRecvOptions opts;
@@ -71,20 +81,20 @@ TEST(GlooFaults, PerOpTimeoutAppliesToPointToPoint) {
 
 TEST(GlooFaults, BadArgumentsAreClearErrors) {
   auto store = std::make_shared<HashStore>();
-  auto a = GlooBackend::create(store, 3, 2, std::chrono::seconds(1), local_options());
+  auto a = GlooBackend::create(store, 3, 2, std::chrono::seconds(1), local_gloo_options());
   ASSERT_FALSE(a.ok());
   EXPECT_NE(a.status().message().find("rank 3"), std::string::npos) << a.status();
-  auto b = GlooBackend::create(store, 0, 1, std::chrono::milliseconds(0), local_options());
+  auto b = GlooBackend::create(store, 0, 1, std::chrono::milliseconds(0), local_gloo_options());
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("timeout"), std::string::npos) << b.status();
-  auto c = GlooBackend::create(nullptr, 0, 1, std::chrono::seconds(1), local_options());
+  auto c = GlooBackend::create(nullptr, 0, 1, std::chrono::seconds(1), local_gloo_options());
   EXPECT_FALSE(c.ok());
 }
 
 TEST(GlooFaults, RendezvousWithAMissingPeerTimesOut) {
   auto store = std::make_shared<HashStore>(std::chrono::milliseconds(300));
   auto start = Clock::now();
-  auto b = GlooBackend::create(store, 0, 2, std::chrono::milliseconds(300), local_options());
+  auto b = GlooBackend::create(store, 0, 2, std::chrono::milliseconds(300), local_gloo_options());
   ASSERT_FALSE(b.ok());
   EXPECT_NE(b.status().message().find("rendezvous"), std::string::npos) << b.status();
   EXPECT_NE(b.status().message().find("300 ms"), std::string::npos) << b.status();

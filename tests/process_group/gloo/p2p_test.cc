@@ -7,15 +7,15 @@
 namespace ddpx {
 namespace {
 
-using testing::run_ranks;
-using testing::wait_ok;
+using rank_threads::run_gloo_backends;
+using rank_threads::wait_ok;
 
 class P2PTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(P2PTest, SendRecvAroundTheRing) {
   const int size = GetParam();
   if (size < 2) GTEST_SKIP() << "needs two ranks";
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     const int next = (b.rank() + 1) % size;
     const int prev = (b.rank() + size - 1) % size;
     for (DType dtype : {DType::kFloat32, DType::kFloat16, DType::kInt64}) {
@@ -41,7 +41,7 @@ TEST_P(P2PTest, SendRecvAroundTheRing) {
 TEST_P(P2PTest, TagsKeepMessagesApart) {
   const int size = GetParam();
   if (size < 2) GTEST_SKIP() << "needs two ranks";
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     if (b.rank() == 0) {
       Tensor a = Tensor::zeros({4}, DType::kInt32), c = Tensor::zeros({4}, DType::kInt32);
       SendRecvOptions ta, tc;
@@ -72,7 +72,7 @@ TEST_P(P2PTest, TagsKeepMessagesApart) {
 TEST_P(P2PTest, RecvAnysourceReportsTheSender) {
   const int size = GetParam();
   if (size < 2) GTEST_SKIP() << "needs two ranks";
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     if (b.rank() == 0) {
       std::vector<bool> seen(size, false);
       for (int k = 1; k < size; ++k) {
@@ -96,20 +96,20 @@ TEST_P(P2PTest, RecvAnysourceReportsTheSender) {
 
 TEST_P(P2PTest, MonitoredBarrierPassesWhenEveryoneArrives) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (int i = 0; i < 3; ++i) ASSERT_WORK_OK(b.monitored_barrier({}, i % 2 == 0));
   });
 }
 
 TEST(P2P, SelfAndOutOfRangePeersAreErrors) {
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     Tensor t = Tensor::zeros({2}, DType::kFloat32);
     absl::Status self = wait_ok(b.send({t}, b.rank(), {}));
     EXPECT_EQ(self.code(), absl::StatusCode::kInvalidArgument) << self;
     absl::Status far = wait_ok(b.recv({t}, 5, {}));
     EXPECT_NE(far.message().find("peer rank 5"), std::string::npos) << far;
   });
-  run_ranks(1, [&](GlooBackend& b) {
+  run_gloo_backends(1, [&](GlooBackend& b) {
     Tensor t = Tensor::zeros({2}, DType::kFloat32);
     absl::Status alone = wait_ok(b.recv_anysource({t}, {}));
     EXPECT_NE(alone.message().find("size 1"), std::string::npos) << alone;
@@ -120,7 +120,7 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, P2PTest, ::testing::Range(1, 6));
 
 TEST(MonitoredBarrier, NamesEveryMissingRankWithWaitAll) {
   std::atomic<int> done{0};
-  run_ranks(4, [&](GlooBackend& b) {
+  run_gloo_backends(4, [&](GlooBackend& b) {
     if (b.rank() >= 2) {
       // Ranks 2 and 3 never arrive (but stay alive until the others finish).
       while (done.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -138,7 +138,7 @@ TEST(MonitoredBarrier, NamesEveryMissingRankWithWaitAll) {
 
 TEST(MonitoredBarrier, NamesTheFirstMissingRank) {
   std::atomic<int> done{0};
-  run_ranks(4, [&](GlooBackend& b) {
+  run_gloo_backends(4, [&](GlooBackend& b) {
     if (b.rank() == 1 || b.rank() == 3) {
       while (done.load() < 2) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       return;

@@ -16,15 +16,15 @@
 namespace ddpx {
 namespace {
 
-using testing::connect_raw_context;
-using testing::expected_result;
-using testing::input_value;
-using testing::run_ranks;
+using gloo_test::connect_raw_context;
+using gloo_test::expected_result;
+using gloo_test::input_value;
+using rank_threads::run_gloo_backends;
 
 // Rank `rank`'s input: `size` chunks of `count`, element i of the flat
 // buffer is input_value(op, rank, i).
 Tensor flat_input(ReduceOp op, DType dtype, int rank, int size, int64_t count) {
-  return testing::make_input(op, dtype, rank, count * size);
+  return gloo_test::make_input(op, dtype, rank, count * size);
 }
 
 // Rank `rank`'s output holds element rank * count + j of the reduction.
@@ -56,13 +56,13 @@ class ReduceScatterTest : public ::testing::TestWithParam<int> {};
 
 TEST_P(ReduceScatterTest, TensorFormEveryDTypeAndCount) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (const Case& k : kCases) {
       for (int64_t count : kCounts) {
         if (count > 100 && k.dtype != DType::kFloat32) continue;  // keep it quick
         Tensor in = flat_input(k.op, k.dtype, b.rank(), size, count);
-        // Small inputs take Gloo's classic halving-doubling, unless the op's
-        // timeout differs from the group's: then the ring.
+        // Small inputs take Gloo's classic halving-doubling on the sync
+        // pairs, large ones the ring, whatever the op's timeout.
         for (bool own_timeout : {false, true}) {
           Tensor out = Tensor::zeros({count}, k.dtype);
           ReduceScatterOptions opts;
@@ -71,7 +71,7 @@ TEST_P(ReduceScatterTest, TensorFormEveryDTypeAndCount) {
           ASSERT_WORK_OK(b.reduce_scatter_tensor(out, in, opts));
           expect_chunk(out, k.op, size, b.rank(),
                        std::string(dtype_name(k.dtype)) + " count " + std::to_string(count) +
-                           (own_timeout ? " (ring)" : ""));
+                           (own_timeout ? " (own timeout)" : ""));
         }
         // The input is left as it was.
         Tensor again = flat_input(k.op, k.dtype, b.rank(), size, count);
@@ -83,7 +83,7 @@ TEST_P(ReduceScatterTest, TensorFormEveryDTypeAndCount) {
 
 TEST_P(ReduceScatterTest, ListFormSeparateTensorsAndViews) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     for (int64_t count : {int64_t{0}, int64_t{13}, int64_t{70001}}) {
       Tensor flat = flat_input(ReduceOp::SUM, DType::kFloat32, b.rank(), size, count);
       TensorList views, copies;
@@ -105,7 +105,7 @@ TEST_P(ReduceScatterTest, ListFormSeparateTensorsAndViews) {
 
 TEST_P(ReduceScatterTest, OutputInsideTheInput) {
   const int size = GetParam();
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     // Small: halving-doubling; large: the ring.
     for (int64_t count : {int64_t{1001}, int64_t{40001}}) {
       Tensor in = flat_input(ReduceOp::SUM, DType::kInt64, b.rank(), size, count);

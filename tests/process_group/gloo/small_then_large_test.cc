@@ -15,8 +15,8 @@ namespace ddpx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using testing::local_options;
-using testing::run_ranks;
+using rank_threads::local_gloo_options;
+using rank_threads::run_gloo_backends;
 
 // One "training step": the two bucket sizes of the trainer's 784-512-256-10
 // MLP (~535 KB and ~1.6 MB of float32), issued back to back, then waited.
@@ -32,7 +32,7 @@ class GlooSmallThenLarge : public ::testing::TestWithParam<int> {};
 TEST_P(GlooSmallThenLarge, NoStallAfterSmallFloat64Allreduce) {
   const int size = GetParam();
   std::atomic<long> worst_step_us{0};
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
     Tensor small_bucket = Tensor::zeros({133898}, DType::kFloat32);
     Tensor large_bucket = Tensor::zeros({401920}, DType::kFloat32);
     small_bucket.fill_(1);
@@ -59,7 +59,7 @@ TEST_P(GlooSmallThenLarge, NoStallAfterSmallFloat64Allreduce) {
         EXPECT_EQ(large_bucket.item(0), std::pow(size, round * 6 + step + 1));
       }
     }
-  }, local_options());
+  }, local_gloo_options());
   // A step moves ~2 MB per rank; at full speed that is a few ms (tens under
   // sanitizers on a loaded machine). The stall made it 1-1.6 s.
   EXPECT_LT(worst_step_us.load(), 700000) << "an allreduce step stalled";

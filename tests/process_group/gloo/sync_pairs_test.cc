@@ -1,10 +1,10 @@
 // Small classic allreduces on sync-mode pairs (process_group/gloo/sync_pairs.h):
 // which ops go there, that the pairs really are read by the caller, that
-// results are the same bits as on Gloo's event-loop pairs up to the size
-// limit (where every rank of a classic ring step writes the whole buffer
-// before reading), that the
-// two contexts of a worker interleave, and that a silent peer still fails
-// the op within the group's timeout.
+// results are the same bits as Gloo's classic classes give on event-loop
+// pairs up to the size limit (where every rank of a classic ring step
+// writes the whole buffer before reading), that the two contexts of a
+// worker interleave, that ranks may give one op different timeouts, and
+// that a silent peer still fails the op within its timeout.
 #include <atomic>
 #include <cstring>
 #include <fstream>
@@ -21,7 +21,8 @@
 namespace ddpx {
 namespace {
 
-using namespace ::ddpx::testing;
+using namespace ::ddpx::gloo_test;
+using namespace ::ddpx::rank_threads;
 
 constexpr int64_t kLimitFloats = kSyncPairMaxMessageBytes / 4;
 
@@ -105,22 +106,51 @@ Tensor order_sensitive_input(int rank, int64_t n) {
   return t;
 }
 
-// Each rank's results for `algorithm` at every size, with sync pairs up to
-// `sync_max_bytes`.
+// Each rank's results for `algorithm` at every size, from the backend (on
+// its sync pairs up to the limit), and the limits the ranks agreed on.
 std::vector<std::vector<Tensor>> allreduce_results(int size, AllreduceAlgorithm algorithm,
-                                                   size_t sync_max_bytes,
-                                                   const std::vector<int64_t>& sizes) {
+                                                   const std::vector<int64_t>& sizes,
+                                                   SyncPairLimits* limits) {
   std::vector<std::vector<Tensor>> results(size);
-  GlooOptions options = local_options();
+  GlooOptions options = local_gloo_options();
   options.allreduce_algorithm = algorithm;
-  options.sync_max_bytes = sync_max_bytes;
-  run_ranks(size, [&](GlooBackend& b) {
+  run_gloo_backends(size, [&](GlooBackend& b) {
+    if (b.rank() == 0) *limits = b.sync_limits();
     for (int64_t n : sizes) {
       Tensor t = order_sensitive_input(b.rank(), n);
       ASSERT_WORK_OK(b.allreduce({t}, {}));
       results[b.rank()].push_back(t);
     }
   }, options);
+  return results;
+}
+
+// The same from Gloo's classic class called raw on an event-loop context.
+std::vector<std::vector<Tensor>> raw_event_loop_results(int size, AllreduceAlgorithm algorithm,
+                                                        const std::vector<int64_t>& sizes) {
+  std::vector<std::vector<Tensor>> results(size);
+  gloo::rendezvous::HashStore store;
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      auto context = connect_raw_context(r, size, store);
+      for (int64_t n : sizes) {
+        Tensor t = order_sensitive_input(r, n);
+        AllreduceCall call;
+        call.context = context;
+        call.buffers = {t.data()};
+        call.count = static_cast<size_t>(n);
+        call.timeout = std::chrono::seconds(20);
+        run_allreduce(algorithm, call);
+        results[r].push_back(t);
+      }
+      // No rank closes its pairs while a peer still finishes the last op.
+      done.fetch_add(1);
+      while (done.load() < size) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    });
+  }
+  for (auto& t : threads) t.join();
   return results;
 }
 
@@ -133,12 +163,15 @@ TEST(SyncPairs, SameBitsAsEventLoopPairsUpToTheLimit) {
       if (!allreduce_algorithm_supports(algorithm, size, 4)) continue;
       SCOPED_TRACE(std::string(allreduce_algorithm_name(algorithm)) + " on " +
                    std::to_string(size) + " ranks");
-      auto on_sync = allreduce_results(size, algorithm, kSyncPairMaxMessageBytes, sizes);
-      auto on_loop = allreduce_results(size, algorithm, 0, sizes);
+      SyncPairLimits limits;
+      auto on_sync = allreduce_results(size, algorithm, sizes, &limits);
+      auto on_loop = raw_event_loop_results(size, algorithm, sizes);
       for (int r = 0; r < size; ++r) {
         ASSERT_EQ(on_sync[r].size(), sizes.size());
         ASSERT_EQ(on_loop[r].size(), sizes.size());
         for (size_t k = 0; k < sizes.size(); ++k) {
+          // Beyond what the sync pairs take, the backend runs Gloo's ring.
+          if (!allreduce_runs_on_sync_pairs(algorithm, sizes[k] * 4, size, limits)) continue;
           // (Ranks may differ from each other: the classic ring adds in a
           // different order on each rank.)
           EXPECT_EQ(memcmp(on_sync[r][k].data(), on_loop[r][k].data(), on_sync[r][k].nbytes()), 0)
@@ -149,13 +182,13 @@ TEST(SyncPairs, SameBitsAsEventLoopPairsUpToTheLimit) {
   }
 }
 
-// Small ops and large ones in pieces (sync context) and ops on the
-// event-loop context (an own timeout rules out the classic classes)
+// Small ops and large ones in pieces, some with a timeout of their own (the
+// sync pairs' sockets then get it, and the next op's the group's again),
 // alternate on the same workers, some waited at once (run by the caller),
 // some left in flight (run by the worker).
 TEST(SyncPairs, SmallAndLargeOpsInterleaveOnTheSameWorkers) {
   for (int size : {2, 3, 4}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       std::vector<std::shared_ptr<Work>> in_flight;
       std::vector<Tensor> tensors;
       std::vector<ReduceOp> ops;
@@ -165,7 +198,7 @@ TEST(SyncPairs, SmallAndLargeOpsInterleaveOnTheSameWorkers) {
         Tensor t = make_input(op, DType::kInt64, b.rank(), n);
         AllreduceOptions opts;
         opts.op = op;
-        if (i % 3 == 2) opts.timeout = std::chrono::seconds(19);  // event-loop gloo_ring
+        if (i % 3 == 2) opts.timeout = std::chrono::seconds(19);  // the same algorithm
         auto work = b.allreduce({t}, opts);
         if (i % 4 == 0) {
           ASSERT_WORK_OK(work);
@@ -184,6 +217,54 @@ TEST(SyncPairs, SmallAndLargeOpsInterleaveOnTheSameWorkers) {
   }
 }
 
+Tensor filled(int64_t n, float value) { return Tensor::from_vector(std::vector<float>(n, value)); }
+
+// The choice of algorithm never depends on an op's timeout: ranks that give
+// one op different timeouts (here rank 0 the group's, the others their own)
+// still run it alike, for every collective with a sync-pair path and sizes
+// on both sides of the limits.
+TEST(SyncPairs, RanksMayGiveOneOpDifferentTimeouts) {
+  for (int size : {2, 3}) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
+      const OpTimeout mine = b.rank() == 0 ? kUseGroupTimeout
+                                           : OpTimeout(std::chrono::seconds(17 + b.rank()));
+      for (int64_t n : {int64_t{2}, int64_t{5000}, 3 * kLimitFloats + 5}) {
+        SCOPED_TRACE(std::to_string(n) + " floats on " + std::to_string(size) + " ranks");
+        Tensor t = make_input(ReduceOp::SUM, DType::kInt64, b.rank(), n);
+        AllreduceOptions all;
+        all.timeout = mine;
+        ASSERT_WORK_OK(b.allreduce({t}, all));
+        expect_result(t, ReduceOp::SUM, size, "allreduce");
+
+        Tensor cast = filled(n, b.rank() + 1.0f);
+        BroadcastOptions from_last;
+        from_last.root_rank = size - 1;
+        from_last.timeout = mine;
+        ASSERT_WORK_OK(b.broadcast({cast}, from_last));
+        EXPECT_EQ(cast.item(n - 1), static_cast<double>(size));
+
+        Tensor gathered = Tensor::zeros({n * size}, DType::kFloat32);
+        AllgatherOptions ag;
+        ag.timeout = mine;
+        ASSERT_WORK_OK(b.allgather_into_tensor(
+            gathered, filled(n, static_cast<float>(b.rank())), ag));
+        for (int r = 0; r < size; ++r) EXPECT_EQ(gathered.item(r * n), static_cast<double>(r));
+
+        Tensor chunk = Tensor::zeros({n}, DType::kFloat32);
+        ReduceScatterOptions rs;
+        rs.timeout = mine;
+        ASSERT_WORK_OK(b.reduce_scatter_tensor(
+            chunk, filled(n * size, 1.0f), rs));
+        EXPECT_EQ(chunk.item(0), static_cast<double>(size));
+
+        BarrierOptions bar;
+        bar.timeout = mine;
+        ASSERT_WORK_OK(b.barrier(bar));
+      }
+    });
+  }
+}
+
 // A small allreduce (halving-doubling) and a large one (in pieces: the
 // first writes are taken by the silent peer's kernel, the blocking read
 // after them ends at the group timeout).
@@ -195,7 +276,7 @@ TEST(SyncPairs, SilentPeerFailsTheOpWithinTheGroupTimeout) {
     auto outcomes = run_with_a_silent_rank(3, [&](GlooBackend& b) {
       if (b.rank() == 0) piece_bytes = b.sync_piece_bytes();
       return b.allreduce({Tensor::zeros({floats}, DType::kFloat32)}, {});
-    }, local_options(), kTimeout);
+    }, local_gloo_options(), kTimeout);
     for (const OpOutcome& o : outcomes) {
       const absl::Status& s = o.status;
       ASSERT_FALSE(s.ok());
@@ -254,7 +335,7 @@ TEST(SyncPairs, BackendAgreesOnLimitsAndLargeAllreducesAreExact) {
   for (int size : {2, 3, 4}) {
     std::mutex mu;
     std::vector<SyncPairLimits> seen;
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       const SyncPairLimits limits = b.sync_limits();
       EXPECT_EQ(limits.max_bytes, kSyncPairMaxMessageBytes);
       EXPECT_GT(limits.send_capacity, 0u);
@@ -287,9 +368,9 @@ TEST(SyncPairs, BackendAgreesOnLimitsAndLargeAllreducesAreExact) {
       EXPECT_EQ(l.max_bytes, seen[0].max_bytes);
     }
   }
-  GlooOptions off = local_options();
+  GlooOptions off = local_gloo_options();
   off.sync_max_bytes = 0;
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     EXPECT_EQ(b.sync_limits().send_capacity, 0u);
     EXPECT_EQ(b.sync_piece_bytes(), 0u);
   }, off);
@@ -305,7 +386,7 @@ TEST(SyncPairs, RanksWithDifferentLimitsAgreeOnTheSmallest) {
   std::vector<std::thread> threads;
   for (int r = 0; r < kSize; ++r) {
     threads.emplace_back([&, r] {
-      GlooOptions options = local_options();
+      GlooOptions options = local_gloo_options();
       options.sync_max_bytes = r == 1 ? size_t{1} << 20 : kSyncPairMaxMessageBytes;
       auto backend = GlooBackend::create(store, r, kSize, std::chrono::seconds(20), options);
       ASSERT_TRUE(backend.ok()) << backend.status();
@@ -320,7 +401,7 @@ TEST(SyncPairs, RanksWithDifferentLimitsAgreeOnTheSmallest) {
 }
 
 TEST(SyncPairs, LimitAboveTheCapIsAnError) {
-  GlooOptions options = local_options();
+  GlooOptions options = local_gloo_options();
   options.sync_max_bytes = kSyncPairMaxMessageBytes + 1;
   auto backend = GlooBackend::create(std::make_shared<HashStore>(), 0, 1,
                                      std::chrono::seconds(1), options);

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "process_group/gloo/two_level_allreduce.h"
 #include "tests/process_group/gloo/gloo_test_util.h"
 
 namespace ddpx {
@@ -20,7 +21,7 @@ void run_on_hosts(const std::vector<int>& hosts, const std::function<void(GlooBa
   std::vector<std::thread> threads;
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
-      GlooOptions o = testing::local_options();
+      GlooOptions o = rank_threads::local_gloo_options();
       o.shared_memory = true;
       o.two_level_allreduce = two_level;
       o.host_identity = "host" + std::to_string(hosts[r]);
@@ -45,11 +46,14 @@ TEST(TwoLevel, TopologyAndGroups) {
   });
 }
 
-TEST(TwoLevel, ExactAroundTheThresholdForSeveralOps) {
+TEST(TwoLevel, ExactAroundTheThresholdAndAcrossPiecesForSeveralOps) {
   const int64_t min_elements = (256 << 10) / 4;
+  // Two and a bit pipelined pieces: whole pieces in place, a padded last one.
+  const int64_t piece_elements = TwoLevelAllreduce::kPieceBytes / 4;
   run_on_hosts({0, 0, 1, 1}, [&](GlooBackend& b) {
     ASSERT_TRUE(b.uses_two_level_allreduce());
-    for (int64_t count : {int64_t{1000}, min_elements - 1, min_elements, min_elements * 3 + 7}) {
+    for (int64_t count : {int64_t{1000}, min_elements - 1, min_elements, min_elements * 3 + 7,
+                          piece_elements * 2, piece_elements * 2 + 7}) {
       for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MAX, ReduceOp::AVG}) {
         Tensor t = Tensor::zeros({count}, DType::kInt32);
         for (int64_t i = 0; i < count; ++i) t.data_as<int32_t>()[i] = static_cast<int32_t>(i % 97 + 4 * b.rank());

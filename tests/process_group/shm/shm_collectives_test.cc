@@ -13,9 +13,9 @@
 namespace ddpx {
 namespace {
 
-using testing::local_options;
-using testing::run_ranks;
-using testing::shm_options;
+using rank_threads::local_gloo_options;
+using rank_threads::run_gloo_backends;
+using gloo_test::shm_options;
 
 // 1 element, less than a cache line per rank, the one-pass limit's two
 // sides, and several chunks of 4 KiB slots (with a short last one).
@@ -90,7 +90,7 @@ void check_every_op(GlooBackend& b) {
 class ShmAllreduce : public ::testing::TestWithParam<int> {};
 
 TEST_P(ShmAllreduce, EveryDtypeAndOpIsExact) {
-  run_ranks(GetParam(), [&](GlooBackend& b) {
+  run_gloo_backends(GetParam(), [&](GlooBackend& b) {
     ASSERT_TRUE(b.uses_shared_memory()) << b.shared_memory_status();
     check_every_op<float>(b);
     check_every_op<double>(b);
@@ -111,7 +111,7 @@ TEST(ShmAllreduce, RandomFloatsGiveTheSameBitsOnEveryRank) {
   for (int size : {2, 3, 4}) {
     for (int64_t count : kCounts) {
       std::vector<std::vector<float>> results(size);
-      run_ranks(size, [&](GlooBackend& b) {
+      run_gloo_backends(size, [&](GlooBackend& b) {
         std::mt19937 gen(1234 + b.rank());
         std::uniform_real_distribution<float> dist(-1e3f, 1e3f);
         Tensor t = Tensor::zeros({count}, DType::kFloat32);
@@ -132,7 +132,7 @@ TEST(ShmAllreduce, RandomFloatsGiveTheSameBitsOnEveryRank) {
 // 16 B boundary, head and tail go the ordinary way.
 TEST(ShmAllreduce, LargeMessagesWithStreamingStoresAreExact) {
   const int64_t count = (16 << 20) / 4 + 13;
-  run_ranks(3, [&](GlooBackend& b) {
+  run_gloo_backends(3, [&](GlooBackend& b) {
     Tensor storage = Tensor::zeros({count + 1}, DType::kInt32);
     Tensor t = storage.view(1, {count});
     for (int64_t i = 0; i < count; ++i) t.data_as<int32_t>()[i] = static_cast<int32_t>(i % 1000 + b.rank());
@@ -150,7 +150,7 @@ TEST(ShmAllreduce, IntegersEqualTheTcpPath) {
   const int64_t count = 40 * 1024 + 3;
   std::vector<std::vector<int64_t>> shm(size), tcp(size);
   auto run = [&](const GlooOptions& options, std::vector<std::vector<int64_t>>& out) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       ASSERT_EQ(b.uses_shared_memory(), options.shared_memory);
       std::mt19937_64 gen(99 + b.rank());
       Tensor t = Tensor::zeros({count}, DType::kInt64);
@@ -160,13 +160,13 @@ TEST(ShmAllreduce, IntegersEqualTheTcpPath) {
     }, options);
   };
   run(shm_options(), shm);
-  run(local_options(), tcp);
+  run(local_gloo_options(), tcp);
   for (int r = 0; r < size; ++r) EXPECT_EQ(shm[r], tcp[r]) << "rank " << r;
 }
 
 TEST(ShmCollectives, BroadcastFromEveryRoot) {
   for (int size : {2, 3, 4}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       for (int root = 0; root < size; ++root) {
         for (int64_t count : kCounts) {
           Tensor t = Tensor::zeros({count}, DType::kInt32);
@@ -185,7 +185,7 @@ TEST(ShmCollectives, BroadcastFromEveryRoot) {
 
 TEST(ShmCollectives, ReduceToEveryRootLeavesOtherRanksAlone) {
   for (int size : {2, 3, 4}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       for (int root = 0; root < size; ++root) {
         for (int64_t count : kCounts) {
           Tensor t = filled<int32_t>(b.rank(), count, ReduceOp::SUM);
@@ -206,7 +206,7 @@ TEST(ShmCollectives, ReduceToEveryRootLeavesOtherRanksAlone) {
 
 TEST(ShmCollectives, AllgatherAndAllgatherIntoTensor) {
   for (int size : {2, 3, 4}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       for (int64_t count : kCounts) {
         Tensor in = Tensor::zeros({count}, DType::kFloat64);
         for (int64_t i = 0; i < count; ++i) in.data_as<double>()[i] = b.rank() + i * 0.5;
@@ -228,7 +228,7 @@ TEST(ShmCollectives, AllgatherAndAllgatherIntoTensor) {
 
 TEST(ShmCollectives, ReduceScatterBothFormsAndInPlace) {
   for (int size : {2, 3, 4}) {
-    run_ranks(size, [&](GlooBackend& b) {
+    run_gloo_backends(size, [&](GlooBackend& b) {
       for (int64_t count : kCounts) {
         // Rank r's block j holds value_for(r, j * count + i).
         Tensor in = filled<int64_t>(b.rank(), count * size, ReduceOp::SUM);
@@ -255,7 +255,7 @@ TEST(ShmCollectives, ReduceScatterBothFormsAndInPlace) {
 }
 
 TEST(ShmCollectives, CoalescedAndSeveralLocalTensors) {
-  run_ranks(3, [&](GlooBackend& b) {
+  run_gloo_backends(3, [&](GlooBackend& b) {
     TensorList ts;
     for (int64_t count : kCounts) ts.push_back(filled<float>(b.rank(), count, ReduceOp::SUM));
     ASSERT_TRUE(b.allreduce_coalesced(ts, {})->wait().ok());
@@ -278,7 +278,7 @@ TEST(ShmCollectives, CoalescedAndSeveralLocalTensors) {
 // A rank arrives late at every barrier; nobody may leave before it arrives.
 TEST(ShmCollectives, BarrierWaitsForTheLastRank) {
   std::atomic<int> arrived{0};
-  run_ranks(3, [&](GlooBackend& b) {
+  run_gloo_backends(3, [&](GlooBackend& b) {
     for (int round = 1; round <= 20; ++round) {
       if (b.rank() == round % 3) std::this_thread::sleep_for(std::chrono::milliseconds(5));
       arrived.fetch_add(1);
@@ -322,7 +322,7 @@ TEST(ShmCollectives, ConcurrentOpsOnTwoGroupsAndWorkersNeverCross) {
 TEST(ShmCollectives, OffByOptionAndEnvironment) {
   GlooOptions off = shm_options();
   off.shared_memory = false;
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     EXPECT_FALSE(b.uses_shared_memory());
     EXPECT_NE(b.shared_memory_status().find("off"), std::string::npos);
   }, off);

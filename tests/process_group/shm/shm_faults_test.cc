@@ -2,6 +2,7 @@
 // killed or stopped mid-op, every rank killed, a setup killed before it
 // unlinked its segment, a /dev/shm too small or read-only, and two jobs on
 // one host. No segment may be left in /dev/shm by any of them.
+#include <atomic>
 #include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
@@ -24,8 +25,8 @@ namespace ddpx {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using testing::run_ranks;
-using testing::shm_options;
+using rank_threads::run_gloo_backends;
+using gloo_test::shm_options;
 
 // The counts of segments below must not see other tests' segments: Bazel
 // runs tests at once, and every shared-memory group has segments in
@@ -205,8 +206,9 @@ TEST(ShmFaults, SegmentsOfDeadCreatorsAreSweptAndLiveOnesKept) {
   // A fresh process setting up a group sweeps at its start.
   pid_t job = fork();
   if (job == 0) {
-    bool ok = true;
-    run_ranks(2, [&](GlooBackend& b) { ok = ok && b.uses_shared_memory(); }, shm_options());
+    std::atomic<bool> ok{true};
+    run_gloo_backends(2, [&](GlooBackend& b) { if (!b.uses_shared_memory()) ok = false; },
+                      shm_options());
     _exit(ok ? 0 : 1);
   }
   EXPECT_EQ(wait_for(job).code, 0);
@@ -228,7 +230,7 @@ int fallback_in_private_shm(unsigned long flags, const char* options, const char
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return 77;
   if (mount("tmpfs", shm::kShmDirectory, "tmpfs", flags, options) != 0) return 77;
   bool ok = true;
-  run_ranks(2, [&](GlooBackend& b) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
     if (b.uses_shared_memory()) ok = false;
     if (b.shared_memory_status().find(cause) == std::string::npos) {
       fprintf(stderr, "status '%s' does not say '%s'\n", b.shared_memory_status().c_str(), cause);
@@ -267,7 +269,7 @@ TEST(ShmFaults, TwoJobsOnOneHostNeverShareSegments) {
   std::vector<std::thread> jobs;
   for (int job = 0; job < 2; ++job) {
     jobs.emplace_back([job] {
-      run_ranks(2, [&](GlooBackend& b) {
+      run_gloo_backends(2, [&](GlooBackend& b) {
         ASSERT_TRUE(b.uses_shared_memory());
         for (int i = 0; i < 50; ++i) {
           Tensor t = Tensor::zeros({20000}, DType::kInt64);

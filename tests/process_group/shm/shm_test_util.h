@@ -7,19 +7,19 @@
 #include "tests/process_group/gloo/gloo_test_util.h"
 
 namespace ddpx {
-namespace testing {
+namespace gloo_test {
 
 // Small slots, so that a message of a few KiB already streams through
 // several chunks and wraps around the slots.
 inline GlooOptions shm_options(size_t slot_bytes = 4096, int slots = 2) {
-  GlooOptions o = local_options();
+  GlooOptions o = rank_threads::local_gloo_options();
   o.shared_memory = true;
   o.shm_slot_bytes = slot_bytes;
   o.shm_slots = slots;
   return o;
 }
 
-}  // namespace testing
+}  // namespace gloo_test
 }  // namespace ddpx
 
 #endif  // DDPX_TESTS_PROCESS_GROUP_SHM_SHM_TEST_UTIL_H_

@@ -1,7 +1,7 @@
 // What the GPU benchmarks share: leaving on an error with its message, and
 // saying plainly when there is no GPU to measure.
-#ifndef DDPX_CUDA_BENCH_SUPPORT_H_
-#define DDPX_CUDA_BENCH_SUPPORT_H_
+#ifndef DDPX_EXAMPLES_BENCHMARKS_BENCH_SUPPORT_H_
+#define DDPX_EXAMPLES_BENCHMARKS_BENCH_SUPPORT_H_
 
 #include <cstdio>
 #include <cstdlib>
@@ -28,4 +28,4 @@ inline bool report_no_gpu() {
 
 }  // namespace ddpx
 
-#endif  // DDPX_CUDA_BENCH_SUPPORT_H_
+#endif  // DDPX_EXAMPLES_BENCHMARKS_BENCH_SUPPORT_H_

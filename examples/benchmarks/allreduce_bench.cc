@@ -5,7 +5,7 @@
 //   RESULT gpus=N bytes=B allreduce_ms=... busbw_gbps=... memcpy_gbps=...
 // for the largest size. Without a GPU it says so: `RESULT gpu=none`.
 //
-//   bazel run --config=cuda //process_group/nccl:allreduce_bench
+//   bazel run --config=cuda //examples/benchmarks:allreduce_bench
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -14,8 +14,8 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "cuda/bench_support.h"
 #include "cuda/check.h"
+#include "examples/benchmarks/bench_support.h"
 #include "process_group/nccl/nccl_backend.h"
 #include "store/hash_store.h"
 

@@ -5,7 +5,7 @@
 //   RESULT device=... <kernel>_gpu_gbps=... <kernel>_cpu_gbps=... ...
 // Without a GPU it says so and prints `RESULT gpu=none`.
 //
-//   bazel run --config=cuda //cuda:kernels_bench -- --elements=16777216
+//   bazel run --config=cuda //examples/benchmarks:kernels_bench -- --elements=16777216
 #include <chrono>
 #include <cstdio>
 #include <functional>
@@ -15,10 +15,10 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "cuda/bench_support.h"
 #include "absl/strings/str_cat.h"
 #include "cuda/device_kernels.h"
 #include "cuda/stream.h"
+#include "examples/benchmarks/bench_support.h"
 #include "hooks/kernels/cpu_kernels.h"
 #include "hooks/powersgd_orthogonalize.h"
 

@@ -1,5 +1,5 @@
 // powersgd_device_bench: PowerSGD's own work on CUDA buckets (the hook with
-// no process group, so hooks/powersgd_device_step.cc alone) on ResNet-50's
+// no process group, so its device work alone) on ResNet-50's
 // gradients in DDP's buckets, against two anchors measured in the same run
 // on the same device:
 //   - its two products alone: P = M Q and Q = M^T P for every compressed
@@ -10,7 +10,7 @@
 // Prints RESULT gpu_powersgd_vs_gemm=... gpu_powersgd_traffic_floor_vs_gemm=...
 // Without a GPU it says so and prints `RESULT gpu=none`.
 //
-//   bazel run --config=cuda //cuda:powersgd_device_bench -- --rank=1 --reps=10
+//   bazel run --config=cuda //examples/benchmarks:powersgd_device_bench -- --rank=1 --reps=10
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -21,9 +21,9 @@
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
-#include "cuda/bench_support.h"
 #include "cuda/device_kernels.h"
 #include "cuda/stream.h"
+#include "examples/benchmarks/bench_support.h"
 #include "examples/benchmarks/powersgd_bench_part.h"
 #include "hooks/grad_bucket.h"
 #include "hooks/powersgd_hook.h"

@@ -1,0 +1,212 @@
+#include "hooks/int8_pipeline.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "hooks/bytegrad.h"
+#include "hooks/kernels/cpu_kernels.h"
+
+namespace ddpx {
+namespace {
+
+absl::Status finished(const char* step, const std::shared_ptr<Work>& work) {
+  absl::Status s = work->wait();
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat("int8 hook (", step, "): ", s.message()));
+}
+
+// One piece of a bucket and its buffers.
+struct Piece {
+  Tensor whole;  // the piece in the bucket (or its padded copy): L slices
+  Tensor mine;   // this rank's slice: the host's sum, then the average
+  ChunkLayout layout{0, 1};  // of `mine` over the hosts
+  Tensor send, received, own, gathered;  // ByteGrad's records
+  std::shared_ptr<Work> scattered, exchanged, shared, gathered_locally;
+};
+
+}  // namespace
+
+Int8Pipeline::Int8Pipeline(std::shared_ptr<ProcessGroup> local,
+                           std::shared_ptr<ProcessGroup> cross, HookStatsCounter* counter)
+    : local_(std::move(local)), cross_(std::move(cross)), counter_(counter) {
+  thread_ = std::thread([this, queue = queue_] { loop(queue); });
+}
+
+Int8Pipeline::~Int8Pipeline() {
+  std::deque<std::pair<Tensor, std::shared_ptr<Future<Tensor>>>> left;
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    queue_->stopping = true;
+    left.swap(queue_->jobs);
+  }
+  queue_->wake.notify_all();
+  for (auto& job : left) {
+    job.second->set_error(absl::CancelledError("int8 hook: destroyed before this bucket ran"));
+  }
+  // A future's callback on the pipeline's own thread may drop the last
+  // reference to the hook: that thread then ends by itself.
+  if (thread_.get_id() == std::this_thread::get_id()) {
+    thread_.detach();
+  } else {
+    thread_.join();
+  }
+}
+
+std::shared_ptr<Future<Tensor>> Int8Pipeline::submit(Tensor data) {
+  auto result = Future<Tensor>::create();
+  {
+    std::lock_guard<std::mutex> lock(queue_->mu);
+    if (queue_->stopping) {
+      return Future<Tensor>::failed(absl::CancelledError("int8 hook: shut down"));
+    }
+    queue_->jobs.emplace_back(std::move(data), result);
+  }
+  queue_->wake.notify_one();
+  return result;
+}
+
+void Int8Pipeline::loop(const std::shared_ptr<Queue>& queue) {
+  for (;;) {
+    std::pair<Tensor, std::shared_ptr<Future<Tensor>>> job;
+    {
+      std::unique_lock<std::mutex> lock(queue->mu);
+      queue->wake.wait(lock, [&] { return queue->stopping || !queue->jobs.empty(); });
+      // The destructor takes the jobs left when it sets `stopping`.
+      if (queue->stopping) return;
+      job = std::move(queue->jobs.front());
+      queue->jobs.pop_front();
+    }
+    absl::Status s = average(job.first);
+    // The callbacks this runs may destroy the pipeline: from here on only
+    // `queue` (shared with this thread) is touched.
+    if (s.ok()) {
+      job.second->set_value(job.first);
+    } else {
+      job.second->set_error(s);
+    }
+  }
+}
+
+absl::Status Int8Pipeline::average(const Tensor& data) {
+  const int64_t local_size = local_ != nullptr ? local_->size() : 1;
+  const int hosts = cross_->size();
+  const int host = cross_->rank();
+  const int64_t n = data.numel();
+  const int64_t per_piece =
+      std::max<int64_t>(local_size, kPieceBytes / 4 / local_size * local_size);
+  const int64_t pieces = std::max<int64_t>(1, (n + per_piece - 1) / per_piece);
+  const int64_t last = n - (pieces - 1) * per_piece;
+  const int64_t last_slice = (last + local_size - 1) / local_size;
+  const bool pad_last = last_slice * local_size != last;
+  const int64_t slice_elements = (pieces - 1) * (per_piece / local_size) + last_slice;
+  const int64_t scratch =
+      (local_ != nullptr ? slice_elements : 0) + (pad_last ? last_slice * local_size : 0);
+  if (scratch > 0 && (!slices_.defined() || slices_.numel() < scratch)) {
+    slices_ = Tensor::zeros({scratch}, DType::kFloat32);
+  }
+  float* base = data.data_as<float>();
+  std::vector<Piece> piece(pieces);
+  int64_t offset = 0;
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t length = p + 1 < pieces ? per_piece : last;
+    const int64_t slice = (length + local_size - 1) / local_size;
+    float* in_bucket = base + p * per_piece;
+    if (slice * local_size == length) {
+      piece[p].whole = Tensor::from_blob(in_bucket, {length}, DType::kFloat32);
+    } else {  // zeros after the end: summed with zeros only, never decoded into the bucket
+      float* padded = slices_.data_as<float>() + (local_ != nullptr ? slice_elements : 0);
+      memcpy(padded, in_bucket, length * sizeof(float));
+      std::fill(padded + length, padded + slice * local_size, 0.0f);
+      piece[p].whole = Tensor::from_blob(padded, {slice * local_size}, DType::kFloat32);
+    }
+    piece[p].mine = local_ != nullptr
+                        ? Tensor::from_blob(slices_.data_as<float>() + offset, {slice}, DType::kFloat32)
+                        : piece[p].whole;
+    piece[p].layout = ChunkLayout(slice, hosts);
+    offset += slice;
+  }
+  if (local_ != nullptr && counter_ != nullptr) {  // float32 inside the host: reduce-scatter, allgather
+    const uint64_t local_wire = data.nbytes() * (local_size - 1) / local_size;
+    counter_->add_traffic(2 * data.nbytes(), 2 * local_wire);
+  }
+
+  ReduceScatterOptions sum;
+  sum.op = ReduceOp::SUM;
+  if (local_ != nullptr) {
+    for (Piece& q : piece) q.scattered = local_->reduce_scatter_tensor(q.mine, q.whole, sum);
+  }
+
+  // Stage A: the host's average of this rank's slice, quantized, sent across.
+  auto quantize_and_send = [&](Piece& q) -> absl::Status {
+    if (local_ != nullptr) {
+      if (absl::Status s = finished("reduce-scatter inside the host", q.scattered); !s.ok()) {
+        return s;
+      }
+      kernels::divide(q.mine.data_as<float>(), q.mine.numel(), static_cast<float>(local_size));
+    }
+    q.send = bytegrad_quantize(q.mine, q.layout);
+    q.received = Tensor::zeros({q.send.numel()}, DType::kUInt8);
+    if (counter_ != nullptr) {
+      const uint64_t all = q.send.nbytes(), one = q.layout.record_bytes;
+      counter_->add_traffic(all + one, alltoall_wire_bytes(all, hosts) +
+                                           allgather_wire_bytes(one, hosts));
+    }
+    if (hosts == 1) {
+      memcpy(q.received.data(), q.send.data(), q.send.nbytes());
+      return absl::OkStatus();
+    }
+    q.exchanged = cross_->alltoall_base(q.received, q.send);
+    return absl::OkStatus();
+  };
+  // Stage B: this rank's chunk averaged over the hosts, shared with them.
+  auto average_and_share = [&](Piece& q) -> absl::Status {
+    if (q.exchanged != nullptr) {
+      if (absl::Status s = finished("alltoall across hosts", q.exchanged); !s.ok()) return s;
+    }
+    q.own = bytegrad_average_own_chunk(q.received, q.layout, host);
+    q.gathered = Tensor::zeros({q.send.numel()}, DType::kUInt8);
+    if (hosts == 1) {
+      memcpy(q.gathered.data(), q.own.data(), q.own.nbytes());
+      return absl::OkStatus();
+    }
+    q.shared = cross_->allgather_into_tensor(q.gathered, q.own);
+    return absl::OkStatus();
+  };
+  // Stage C: the averaged slice decoded and allgathered inside the host.
+  auto decode_and_gather = [&](Piece& q) -> absl::Status {
+    if (q.shared != nullptr) {
+      if (absl::Status s = finished("allgather across hosts", q.shared); !s.ok()) return s;
+    }
+    bytegrad_decode(q.gathered, q.layout, q.mine);
+    if (local_ != nullptr) q.gathered_locally = local_->allgather_into_tensor(q.whole, q.mine);
+    return absl::OkStatus();
+  };
+
+  absl::Status status;
+  for (int64_t i = 0; i < pieces + 2 && status.ok(); ++i) {
+    if (i < pieces) status = quantize_and_send(piece[i]);
+    if (status.ok() && i >= 1 && i - 1 < pieces) status = average_and_share(piece[i - 1]);
+    if (status.ok() && i >= 2) status = decode_and_gather(piece[i - 2]);
+  }
+  // Everything issued finishes before the buffers go, also after a failure.
+  for (Piece& q : piece) {
+    const std::pair<const char*, std::shared_ptr<Work>*> steps[] = {
+        {"reduce-scatter inside the host", &q.scattered},
+        {"alltoall across hosts", &q.exchanged},
+        {"allgather across hosts", &q.shared},
+        {"allgather inside the host", &q.gathered_locally}};
+    for (const auto& [step, work] : steps) {
+      if (*work == nullptr) continue;
+      absl::Status s = finished(step, *work);
+      if (status.ok()) status = s;
+    }
+  }
+  if (!status.ok()) return status;
+  if (pad_last) memcpy(base + (pieces - 1) * per_piece, piece.back().whole.data(), last * sizeof(float));
+  return absl::OkStatus();
+}
+
+}  // namespace ddpx

@@ -1,0 +1,78 @@
+// The int8 hook's exchange (int8_hook.h) on CPU buckets, pipelined over
+// pieces of the bucket. Per piece: in hierarchical mode a float32
+// reduce-scatter inside the host first; then ByteGrad (bytegrad.h) of this
+// rank's slice among the cross-host group (in flat mode: the whole piece
+// among the whole group); in hierarchical mode an allgather inside the host
+// last. While one piece's int8 records are on the wire, the next piece is
+// reduce-scattered and quantized and the previous one decoded and
+// allgathered: the link waits only for the first piece's local steps and
+// the last piece's.
+//
+// One thread per pipeline runs the buckets in the order they were
+// submitted and issues every collective itself in one fixed schedule (all
+// reduce-scatters; then for piece i: alltoall i, allgather i-1 across,
+// allgather i-2 inside the host), so each group sees the same ops in the
+// same order on every rank.
+#ifndef DDPX_HOOKS_INT8_PIPELINE_H_
+#define DDPX_HOOKS_INT8_PIPELINE_H_
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <utility>
+
+#include "absl/status/status.h"
+#include "hooks/hook_stats.h"
+#include "process_group/future.h"
+#include "process_group/process_group.h"
+
+namespace ddpx {
+
+class Int8Pipeline {
+ public:
+  // Bucket bytes per piece: a piece's records (a quarter of its bytes) then
+  // take ~8 ms at 1 Gbit/s, against the fixed cost of its collectives.
+  static constexpr int64_t kPieceBytes = 4 << 20;
+
+  // Hierarchical: `local` is this rank's host and `cross` the ranks with
+  // this rank's local rank, one per host. Flat: `local` null and `cross` the
+  // whole group. `counter` gets the traffic and outlives the pipeline.
+  Int8Pipeline(std::shared_ptr<ProcessGroup> local,
+                           std::shared_ptr<ProcessGroup> cross, HookStatsCounter* counter);
+  // Fails the buckets not yet started, finishes the running one.
+  ~Int8Pipeline();
+  Int8Pipeline(const Int8Pipeline&) = delete;
+  Int8Pipeline& operator=(const Int8Pipeline&) = delete;
+
+  // Averages `data` (flat float32 on the CPU) over every rank of the
+  // group(s); the future completes with `data` overwritten.
+  std::shared_ptr<Future<Tensor>> submit(Tensor data);
+
+ private:
+  // What the thread still reads after completing a bucket's future, whose
+  // callbacks may destroy this pipeline (then the thread is detached and
+  // finds `stopping` set).
+  struct Queue {
+    std::mutex mu;
+    std::condition_variable wake;
+    std::deque<std::pair<Tensor, std::shared_ptr<Future<Tensor>>>> jobs;
+    bool stopping = false;
+  };
+  void loop(const std::shared_ptr<Queue>& queue);
+  absl::Status average(const Tensor& data);
+
+  std::shared_ptr<ProcessGroup> local_;
+  std::shared_ptr<ProcessGroup> cross_;
+  HookStatsCounter* counter_;
+  Tensor slices_;  // every piece's own slice (and the padded last piece), grown as needed
+
+  std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
+  std::thread thread_;
+};
+
+}  // namespace ddpx
+
+#endif  // DDPX_HOOKS_INT8_PIPELINE_H_
