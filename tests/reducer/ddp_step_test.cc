@@ -57,7 +57,7 @@ TEST(DdpStep, BucketsAreRebuiltOnceFromRank0sReadyOrder) {
 // For checkpoints: the rebuilt layout can be read back and restored in a
 // fresh reducer, which then skips its own rebuild.
 TEST(DdpStep, RebuiltOrderRestoresTheSameBuckets) {
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     std::vector<size_t> order = {M::kW1, M::kB1, M::kW2, M::kB2};
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
@@ -88,7 +88,7 @@ TEST(DdpStep, RebuiltOrderRestoresTheSameBuckets) {
 // A backward pass cut short: abandon_step drains what was launched, sends
 // nothing more, and the next step works.
 TEST(DdpStep, AbandonedStepLeavesTheReducerUsable) {
-  run_gloo_ranks(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+  rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;
     RegressionModel model(params, kIn, kHidden, kOut, 1000);
     auto ddp = DistributedDataParallel::create(params, pg, small_buckets()).value();
