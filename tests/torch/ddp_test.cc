@@ -476,7 +476,9 @@ TEST(TorchDdp, EveryRegistryHookRuns) {
       finals[pg->rank()] = flat_grads(*model);
       stats[pg->rank()] = (*ddp)->stats();
     });
-    if (spec != "noop") EXPECT_EQ(finals[0], finals[1]) << spec << ": ranks differ";
+    if (spec != "noop") {
+      EXPECT_EQ(finals[0], finals[1]) << spec << ": ranks differ";
+    }
     EXPECT_EQ(stats[0].step, 4u) << spec;
     EXPECT_NE(stats[0].hook.find(spec.substr(0, spec.find_first_of(":+"))), std::string::npos)
         << spec << " vs " << stats[0].hook;
