@@ -344,18 +344,31 @@ uint32_t GlooBackend::match_key(uint64_t bytes, DType dtype, int root) {
   return static_cast<uint32_t>(h >> 32);
 }
 
-std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
+std::shared_ptr<Work> GlooBackend::enqueue(OpType op, const TensorSummary& what,
                                            const OpTimeout& op_timeout_or_unset,
                                            OpBody body, uint32_t match) {
   const std::chrono::milliseconds timeout = op_timeout(op_timeout_or_unset);
   auto work = std::make_shared<GlooWork>(op, timeout);
-  // The flight recorder's entry for this op, when the front end recorded it:
-  // marked started and completed here, and failures are named by it.
-  const TraceHandle trace = CurrentTrace::claim();
+  // Everything the op needs to run, in one allocation.
+  struct Pending {
+    std::shared_ptr<GlooWork> work;
+    OpType op;
+    TensorSummary what;
+    OpContext context;
+    OpBody body;
+    // The flight recorder's entry for this op, when the front end recorded
+    // it: marked started and completed here, and failures are named by it.
+    TraceHandle trace;
+  };
+  auto pending = std::make_shared<Pending>(
+      Pending{work, op, what, OpContext{}, std::move(body), CurrentTrace::claim()});
   WorkerPool::Task task;
-  task.cancel = [work, op, trace] {
-    work->fail(trace.failed(absl::CancelledError(absl::StrCat(
-        op_type_name(op), ": the gloo backend was destroyed before it ran"))));
+  // A raw pointer, so that std::function keeps the capture in place instead
+  // of allocating: `run` below owns `pending`, and a task is cancelled only
+  // while its `run` is still alive beside it (worker_pool.cc).
+  task.cancel = [p = pending.get()] {
+    p->work->fail(p->trace.failed(absl::CancelledError(absl::StrCat(
+        op_type_name(p->op), ": the gloo backend was destroyed before it ran"))));
   };
   // Numbering and queueing under one lock: each worker's queue is then in
   // sequence order even when several threads issue ops at once.
@@ -363,42 +376,45 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, std::string what,
   const uint64_t seq = next_seq_++;
   const int worker = static_cast<int>(seq % worker_contexts_.size());
   const bool has_sync = !worker_sync_contexts_.empty();
-  OpContext c{worker_contexts_[worker],
-              has_sync ? worker_sync_contexts_[worker] : nullptr,
-              has_sync ? &worker_sync_timeouts_[worker] : nullptr,
-              worker_stores_[worker].get(), seq,
-              tag_of(seq, match), timeout, {},
-              &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr,
-              two_level_.empty() ? nullptr : two_level_[worker].get()};
-  task.run = [this, work, op, what = std::move(what), c, body = std::move(body), trace] {
-    trace.started();
-    OpContext running = c;
+  pending->context =
+      OpContext{worker_contexts_[worker],
+                has_sync ? worker_sync_contexts_[worker] : nullptr,
+                has_sync ? &worker_sync_timeouts_[worker] : nullptr,
+                worker_stores_[worker].get(), seq,
+                tag_of(seq, match), timeout, {},
+                &worker_scratch_[worker], shm_ != nullptr ? &shm_->channel(worker) : nullptr,
+                two_level_.empty() ? nullptr : two_level_[worker].get()};
+  task.run = [this, pending] {
+    Pending& p = *pending;
+    p.trace.started();
+    OpContext& running = p.context;
     running.started = std::chrono::steady_clock::now();
     absl::StatusOr<TensorList> result;
     try {
-      result = body(running);
+      result = p.body(running);
     } catch (const StatusError& e) {
       // Already decided where it was raised (the shared-memory path's
       // DeadlineExceeded names the timeout and the rank waited for).
       absl::Status error(e.status().code(),
-                         absl::StrCat(op_type_name(op), " of ", what, " on rank ", rank(), " of ",
-                                      size(), ": ", e.status().message()));
+                         absl::StrCat(op_type_name(p.op), " of ", p.what.str(), " on rank ",
+                                      rank(), " of ", size(), ": ", e.status().message()));
       // The culprits the shared-memory path named (culprits.h).
       e.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
         error.SetPayload(url, payload);
       });
       result = std::move(error);
     } catch (const std::exception& e) {
-      absl::Status error = op_error(op, what, running.timeout, running.started, e.what());
+      absl::Status error =
+          op_error(p.op, p.what.str(), running.timeout, running.started, e.what());
       name_transport_culprits(running, e.what(), &error);
       result = std::move(error);
     }
     if (result.ok()) {
-      trace.completed();
-      work->finish(std::move(*result));
+      p.trace.completed();
+      p.work->finish(std::move(*result));
     } else {
       op_failed_ = true;
-      work->fail(trace.failed(result.status()));
+      p.work->fail(p.trace.failed(result.status()));
     }
   };
   work->set_ticket(pool_->submit(worker, std::move(task)));
@@ -508,7 +524,7 @@ void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
     const size_t count = static_cast<size_t>(first.numel());
     for (size_t i = 1; i < tensors.size(); ++i) r.fn(first.data(), first.data(), tensors[i].data(), count);
     throw_if_error(shm::allreduce(*c.shm, first.data(), count, r,
-                                  shm::Deadline::after(c.timeout)));
+                                  c.shm_deadline()));
     if (op == ReduceOp::AVG) divide_in_place(first.data(), count, first.dtype(), size());
     for (size_t i = 1; i < tensors.size(); ++i) copy_bytes(tensors[i], first.data());
     return;
@@ -544,10 +560,10 @@ void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
 
 std::shared_ptr<Work> GlooBackend::allreduce(const TensorList& tensors,
                                              const AllreduceOptions& opts) {
-  return enqueue(OpType::kAllreduce, describe(tensors), opts.timeout,
-                 [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
+  return enqueue(OpType::kAllreduce, TensorSummary(tensors), opts.timeout,
+                 [this, tensors, opts](const OpContext& c) mutable -> absl::StatusOr<TensorList> {
                    allreduce_on_worker(tensors, opts.op, c, c.tag);
-                   return tensors;
+                   return std::move(tensors);  // the body runs once
                  },
                  tensors.empty() ? 0 : match_key(tensors[0].nbytes(), tensors[0].dtype(), -1));
 }
@@ -555,7 +571,7 @@ std::shared_ptr<Work> GlooBackend::allreduce(const TensorList& tensors,
 std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
     const TensorList& tensors, const AllreduceOptions& opts) {
   return enqueue(
-      OpType::kAllreduceCoalesced, describe(tensors), opts.timeout,
+      OpType::kAllreduceCoalesced, TensorSummary(tensors), opts.timeout,
       [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         if (tensors.empty()) return tensors;
         // One flat message instead of one per tensor: that is the point.
@@ -571,10 +587,10 @@ std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
 }
 
 std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {
-  return enqueue(OpType::kBarrier, "no tensors", opts.timeout,
+  return enqueue(OpType::kBarrier, TensorSummary(), opts.timeout,
                  [this](const OpContext& c) -> absl::StatusOr<TensorList> {
                    if (c.shm != nullptr) {
-                     throw_if_error(shm::barrier(*c.shm, shm::Deadline::after(c.timeout)));
+                     throw_if_error(shm::barrier(*c.shm, c.shm_deadline()));
                      return TensorList{};
                    }
                    if (auto sync = sync_pairs(c); sync != nullptr && size() > 1) {

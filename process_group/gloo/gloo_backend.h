@@ -45,6 +45,8 @@ class Device;
 
 namespace ddpx {
 
+class TensorSummary;  // gloo_internal.h
+
 class TwoLevelAllreduce;
 
 class GlooBackend : public Backend {
@@ -150,6 +152,10 @@ class GlooBackend : public Backend {
     shm::Channel* shm;
     // The worker's two-level allreduce; null when the group does not use it.
     TwoLevelAllreduce* two_level;
+
+    // The op's deadline on the shared-memory path: its timeout from when it
+    // began to run (without reading the clock again).
+    shm::Deadline shm_deadline() const { return {started + timeout, timeout}; }
   };
   // A 1-D tensor of `numel` elements over the worker's reusable buffer,
   // grown when too small: staging copies then fault in fresh pages once per
@@ -177,9 +183,9 @@ class GlooBackend : public Backend {
   static shm::Reduction shm_reduction(DType dtype, ReduceOp op);
 
   // Queues `body` on the worker its sequence number picks; `what` describes
-  // the op for error messages ("float32[1024]"). `match` (match_key) is
-  // what every rank's call must agree on; it goes into the op's tags.
-  std::shared_ptr<Work> enqueue(OpType op, std::string what, const OpTimeout& timeout,
+  // the op's tensors for its error messages. `match` (match_key) is what
+  // every rank's call must agree on; it goes into the op's tags.
+  std::shared_ptr<Work> enqueue(OpType op, const TensorSummary& what, const OpTimeout& timeout,
                                 OpBody body, uint32_t match = 0);
   // The first of op `seq`'s kTagsPerOp tags, with 8 bits of `match` on top:
   // ranks that call an op of another size, dtype or root then wait for

@@ -30,14 +30,14 @@ uint8_t* bytes_of(const Tensor& t) { return static_cast<uint8_t*>(t.data()); }
 std::shared_ptr<Work> GlooBackend::broadcast(const TensorList& tensors,
                                              const BroadcastOptions& opts) {
   return enqueue(
-      OpType::kBroadcast, describe(tensors), opts.timeout,
+      OpType::kBroadcast, TensorSummary(tensors), opts.timeout,
       [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         if (tensors.empty()) return tensors;
         const Tensor& main =
             rank() == opts.root_rank ? tensors[opts.root_tensor] : tensors[0];
         if (c.shm != nullptr) {
           throw_if_error(shm::broadcast(*c.shm, main.data(), main.nbytes(), opts.root_rank,
-                                        shm::Deadline::after(c.timeout)));
+                                        c.shm_deadline()));
         } else if (main.nbytes() > 0 && c.sync_context != nullptr &&
                    broadcast_runs_on_sync_pairs(main.nbytes(), sync_limits_)) {
           broadcast_classic(sync_pairs(c), main.data(), main.nbytes(), opts.root_rank);
@@ -63,7 +63,7 @@ std::shared_ptr<Work> GlooBackend::broadcast(const TensorList& tensors,
 std::shared_ptr<Work> GlooBackend::reduce(const TensorList& tensors,
                                           const ReduceOptions& opts) {
   return enqueue(
-      OpType::kReduce, describe(tensors), opts.timeout,
+      OpType::kReduce, TensorSummary(tensors), opts.timeout,
       [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         if (tensors.empty() || tensors[0].numel() == 0) return tensors;
         const bool is_root = rank() == opts.root_rank;
@@ -75,7 +75,7 @@ std::shared_ptr<Work> GlooBackend::reduce(const TensorList& tensors,
         }
         if (c.shm != nullptr) {
           throw_if_error(shm::reduce(*c.shm, target.data(), n, shm_reduction(target.dtype(), opts.op),
-                                     opts.root_rank, shm::Deadline::after(c.timeout)));
+                                     opts.root_rank, c.shm_deadline()));
         } else visit_dtype(target.dtype(), [&](auto zero) {
           using T = decltype(zero);
           gloo::ReduceOptions o(c.context);
@@ -99,7 +99,7 @@ void GlooBackend::allgather_bytes(const OpContext& c, const void* in, void* out,
                                   size_t nbytes_per_rank, uint32_t tag) const {
   if (c.shm != nullptr) {
     throw_if_error(shm::allgather(*c.shm, in, out, nbytes_per_rank,
-                                  shm::Deadline::after(c.timeout)));
+                                  c.shm_deadline()));
     return;
   }
   if (c.sync_context != nullptr &&
@@ -119,7 +119,7 @@ std::shared_ptr<Work> GlooBackend::allgather(
     const std::vector<TensorList>& outputs, const TensorList& inputs,
     const AllgatherOptions& opts) {
   return enqueue(
-      OpType::kAllgather, describe(inputs), opts.timeout,
+      OpType::kAllgather, TensorSummary(inputs), opts.timeout,
       [this, outputs, inputs](const OpContext& c) -> absl::StatusOr<TensorList> {
         TensorList flat_outputs;
         for (size_t i = 0; i < inputs.size(); ++i) {
@@ -146,7 +146,7 @@ std::shared_ptr<Work> GlooBackend::allgather(
 std::shared_ptr<Work> GlooBackend::allgather_into_tensor(
     const Tensor& output, const Tensor& input, const AllgatherOptions& opts) {
   return enqueue(
-      OpType::kAllgatherIntoTensor, describe(input), opts.timeout,
+      OpType::kAllgatherIntoTensor, TensorSummary(input), opts.timeout,
       [this, output, input](const OpContext& c) -> absl::StatusOr<TensorList> {
         if (input.nbytes() > 0) {
           allgather_bytes(c, input.data(), output.data(), input.nbytes(), c.tag);
@@ -204,7 +204,7 @@ void GlooBackend::reduce_scatter_on_worker(const void* input, const Tensor& outp
   if (c.shm != nullptr) {
     throw_if_error(shm::reduce_scatter(*c.shm, input, output.data(), count,
                                        shm_reduction(output.dtype(), op),
-                                       shm::Deadline::after(c.timeout)));
+                                       c.shm_deadline()));
     if (op == ReduceOp::AVG) divide_in_place(output.data(), count, output.dtype(), size());
     return;
   }
@@ -237,7 +237,7 @@ std::shared_ptr<Work> GlooBackend::reduce_scatter(
     const TensorList& outputs, const std::vector<TensorList>& inputs,
     const ReduceScatterOptions& opts) {
   return enqueue(
-      OpType::kReduceScatter, describe(outputs), opts.timeout,
+      OpType::kReduceScatter, TensorSummary(outputs), opts.timeout,
       [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         for (size_t i = 0; i < outputs.size(); ++i) {
           const Tensor& out = outputs[i];
@@ -261,7 +261,7 @@ std::shared_ptr<Work> GlooBackend::reduce_scatter_tensor(
     const Tensor& output, const Tensor& input,
     const ReduceScatterOptions& opts) {
   return enqueue(
-      OpType::kReduceScatterTensor, describe(input), opts.timeout,
+      OpType::kReduceScatterTensor, TensorSummary(input), opts.timeout,
       [this, output, input, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         if (output.numel() > 0) {
           Tensor scratch =
@@ -276,7 +276,7 @@ std::shared_ptr<Work> GlooBackend::gather(
     const std::vector<TensorList>& outputs, const TensorList& inputs,
     const GatherOptions& opts) {
   return enqueue(
-      OpType::kGather, describe(inputs), opts.timeout,
+      OpType::kGather, TensorSummary(inputs), opts.timeout,
       [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         const bool is_root = rank() == opts.root_rank;
         const Tensor& in = inputs[0];
@@ -309,7 +309,7 @@ std::shared_ptr<Work> GlooBackend::scatter(
     const TensorList& outputs, const std::vector<TensorList>& inputs,
     const ScatterOptions& opts) {
   return enqueue(
-      OpType::kScatter, describe(outputs), opts.timeout,
+      OpType::kScatter, TensorSummary(outputs), opts.timeout,
       [this, outputs, inputs, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
         const Tensor& out = outputs[0];
         if (out.nbytes() == 0) return outputs;
@@ -363,7 +363,7 @@ std::shared_ptr<Work> GlooBackend::alltoall(const TensorList& outputs,
                                             const TensorList& inputs,
                                             const AllToAllOptions& opts) {
   return enqueue(
-      OpType::kAlltoall, describe(inputs), opts.timeout,
+      OpType::kAlltoall, TensorSummary(inputs), opts.timeout,
       [outputs, inputs](const OpContext& c) -> absl::StatusOr<TensorList> {
         std::vector<int64_t> in_bytes, out_bytes;
         for (const Tensor& t : inputs) in_bytes.push_back(t.nbytes());
@@ -411,7 +411,7 @@ std::shared_ptr<Work> GlooBackend::alltoall_base(
     const std::vector<int64_t>& input_split_sizes, const AllToAllOptions& opts) {
   std::vector<int64_t> in_bytes = split_bytes(input, input_split_sizes, size());
   std::vector<int64_t> out_bytes = split_bytes(output, output_split_sizes, size());
-  return enqueue(OpType::kAlltoallBase, describe(input), opts.timeout,
+  return enqueue(OpType::kAlltoallBase, TensorSummary(input), opts.timeout,
                  [output, input, in_bytes, out_bytes](
                      const OpContext& c) -> absl::StatusOr<TensorList> {
                    bool equal = true;

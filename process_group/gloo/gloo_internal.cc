@@ -1,20 +1,37 @@
 #include "process_group/gloo/gloo_internal.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 
 namespace ddpx {
 
-std::string describe(const Tensor& tensor) {
-  return absl::StrCat(dtype_name(tensor.dtype()), shape_str(tensor.shape()));
+TensorSummary::TensorSummary(const Tensor& tensor) : tensors_(1), dtype_(tensor.dtype()) {
+  const Shape& shape = tensor.shape();
+  ndim_ = static_cast<int>(shape.size());
+  std::copy_n(shape.begin(), std::min(ndim_, kDims), dims_);
 }
 
-std::string describe(const TensorList& tensors) {
-  if (tensors.empty()) return "no tensors";
-  if (tensors.size() == 1) return describe(tensors[0]);
-  return absl::StrCat(tensors.size(), " tensors, first ", describe(tensors[0]));
+TensorSummary::TensorSummary(const TensorList& tensors) {
+  if (tensors.empty()) return;
+  *this = TensorSummary(tensors[0]);
+  tensors_ = tensors.size();
 }
+
+std::string TensorSummary::str() const {
+  if (tensors_ == 0) return "no tensors";
+  std::string first = absl::StrCat(dtype_name(dtype_), "[",
+                                   absl::StrJoin(dims_, dims_ + std::min(ndim_, kDims), ", "),
+                                   ndim_ > kDims ? ", ...]" : "]");
+  if (tensors_ == 1) return first;
+  return absl::StrCat(tensors_, " tensors, first ", first);
+}
+
+std::string describe(const Tensor& tensor) { return TensorSummary(tensor).str(); }
+
+std::string describe(const TensorList& tensors) { return TensorSummary(tensors).str(); }
 
 void flatten_into(const TensorList& tensors, const Tensor& flat) {
   char* dst = static_cast<char*>(flat.data());

@@ -12,7 +12,29 @@
 
 namespace ddpx {
 
-// "float32[1024]", "2 x float32[4, 4]", "no tensors": for error messages.
+// What an op's tensors are, for its error messages: the first one's dtype
+// and shape and how many there are, kept as plain values. An op is
+// described this way when it is issued and formatted only if it fails, so
+// a small op does not pay for formatting (a tenth of an 8 B allreduce on
+// shared memory).
+class TensorSummary {
+ public:
+  TensorSummary() = default;  // no tensors
+  explicit TensorSummary(const Tensor& tensor);
+  explicit TensorSummary(const TensorList& tensors);
+  // "float32[1024]", "2 tensors, first float32[4, 4]", "no tensors"; dims
+  // past the eighth are shown as "...".
+  std::string str() const;
+
+ private:
+  static constexpr int kDims = 8;
+  size_t tensors_ = 0;
+  DType dtype_ = DType::kFloat32;
+  int ndim_ = 0;
+  int64_t dims_[kDims] = {};
+};
+
+// TensorSummary(...).str().
 std::string describe(const TensorList& tensors);
 std::string describe(const Tensor& tensor);
 

@@ -117,7 +117,7 @@ std::shared_ptr<Work> GlooBackend::recv_anysource(const TensorList& tensors,
 
 std::shared_ptr<Work> GlooBackend::monitored_barrier(const BarrierOptions& opts,
                                                      bool wait_all_ranks) {
-  return enqueue(OpType::kMonitoredBarrier, "no tensors", opts.timeout,
+  return enqueue(OpType::kMonitoredBarrier, TensorSummary(), opts.timeout,
                  [this, wait_all_ranks](const OpContext& c) {
                    return monitored_barrier_on_worker(c, wait_all_ranks);
                  });

@@ -106,7 +106,9 @@ int survivor(int rank, GlooBackend& b, std::chrono::milliseconds timeout) {
   if (s.ok()) return 11;
   if (took > timeout + std::chrono::seconds(2)) return 12;
   const std::string m(s.message());
-  if (m.find("allreduce") == std::string::npos || m.find("rank ") == std::string::npos) return 13;
+  if (m.find("allreduce of float32[262144] on rank") == std::string::npos || m.find("rank ") == std::string::npos) {
+    return 13;
+  }
   // Every error names the rank that stopped: directly, or as the rank the
   // peer that gave up was waiting for.
   if (m.find("rank 2") == std::string::npos) return 14;
