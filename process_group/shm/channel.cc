@@ -136,14 +136,20 @@ void Channel::begin_op(const OpDescription& op) {
   op_stamp_ = stamp_of(ops_, op);
   // Before the op's first step (post() stores with seq_cst): a peer that
   // sees that step sees this.
-  controls_[rank_]->stamps[ops_ % ChannelControl::kOpStamps].store(op_stamp_,
-                                                                   std::memory_order_release);
+  ChannelControl* own = controls_[rank_];
+  own->stamps[ops_ % ChannelControl::kOpStamps].store(op_stamp_, std::memory_order_release);
+  own->signal.op_stamp.store(op_stamp_, std::memory_order_release);
 }
 
 absl::Status Channel::check_same_op(int peer, const Deadline& deadline) {
   checked_[peer] = ops_;
-  const uint64_t theirs =
-      controls_[peer]->stamps[ops_ % ChannelControl::kOpStamps].load(std::memory_order_acquire);
+  // The peer's latest op, read with its step counter, is usually this one;
+  // else its stamp is in the peer's ring.
+  uint64_t theirs = controls_[peer]->signal.op_stamp.load(std::memory_order_acquire);
+  if (stamp_index(theirs) != stamp_index(op_stamp_)) {
+    theirs = controls_[peer]->stamps[ops_ % ChannelControl::kOpStamps].load(
+        std::memory_order_acquire);
+  }
   // Another op number: the peer's op counts went apart earlier (already
   // reported) or it ran far ahead; nothing to compare.
   if (stamp_index(theirs) != stamp_index(op_stamp_) || theirs == op_stamp_) {

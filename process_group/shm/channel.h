@@ -95,6 +95,7 @@ class Channel {
   absl::Status acquire_slot(bool will_write, const Deadline& deadline, int* slot);
   // The chunk in `slot` is done once every rank has posted `step`.
   void release_slot(int slot, uint32_t step) { slot_free_after_[slot] = step; }
+  int num_slots() const { return static_cast<int>(slot_free_after_.size()); }
   uint8_t* slot(int owner, int slot) const { return slots_[owner][slot]; }
 
   // Completes this rank's next step and wakes peers asleep on it; returns

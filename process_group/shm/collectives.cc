@@ -68,7 +68,12 @@ absl::Status allreduce_small(Channel& ch, void* data, size_t count, Reduction r,
   RETURN_IF_ERROR(ch.wait_all(copied, deadline));
   r.fn(data, ch.slot(0, s), ch.slot(1, s), count);
   for (int k = 2; k < ch.size(); ++k) r.fn(data, data, ch.slot(k, s), count);
-  ch.release_slot(s, ch.post());
+  // A peer's next step, in whatever chunk comes next, follows its reads of
+  // this slot, so it frees the slot without a step of its own. The slot is
+  // reused a chunk or more later, after this rank posted every step of the
+  // chunks between (the peer's next step waits for nothing later). With
+  // one slot that next chunk would be this slot's reuse: it posts here.
+  ch.release_slot(s, ch.num_slots() > 1 ? copied + 1 : ch.post());
   return absl::OkStatus();
 }
 

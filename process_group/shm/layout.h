@@ -17,7 +17,7 @@ namespace ddpx {
 namespace shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x6464707873686d31ULL;  // "ddpxshm1"
-inline constexpr uint32_t kLayoutVersion = 2;  // 2: ChannelControl::stamps
+inline constexpr uint32_t kLayoutVersion = 3;  // 3: SignalLine::op_stamp
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPage = 4096;
 
@@ -41,9 +41,20 @@ struct alignas(kCacheLine) PaddedWord {
 static_assert(sizeof(PaddedWord) == kCacheLine, "one word per cache line");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words");
 
+// The line peers wait on: the owner's step counter, and beside it the stamp
+// of the owner's latest op (ChannelControl::stamps), so that the peer that
+// sees a step usually finds the op to compare with in the same cache-line
+// transfer.
+struct alignas(kCacheLine) SignalLine {
+  // How many steps the owner has completed on this channel (wraps); the
+  // futex word.
+  std::atomic<uint32_t> value;
+  std::atomic<uint64_t> op_stamp;
+};
+static_assert(sizeof(SignalLine) == kCacheLine, "one line");
+
 struct ChannelControl {
-  // How many steps the owner has completed on this channel (wraps).
-  PaddedWord signal;
+  SignalLine signal;
   // Peers asleep in futex_wait on `signal`; the owner wakes them only then.
   PaddedWord sleepers;
   // 0 while the owner's ops run; once one of its ops failed here, 1 + the

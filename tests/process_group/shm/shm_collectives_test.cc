@@ -183,6 +183,39 @@ TEST(ShmCollectives, BroadcastFromEveryRoot) {
   }
 }
 
+// A small allreduce frees its slot with the peers' next step, whatever op
+// that belongs to (collectives.cc): back-to-back small allreduces mixed with
+// broadcasts from a rotating root and barriers, on one slot (which posts a
+// step of its own instead) and on two. Freed too early, a fast rank would
+// overwrite a slot a peer still reads and the sums would be wrong; never
+// freed, or waiting for a step that comes later, the ops would time out.
+TEST(ShmCollectives, SmallAllreducesMixedWithOtherOpsOnOneAndTwoSlots) {
+  for (int slots : {1, 2}) {
+    run_gloo_backends(3, [&](GlooBackend& b) {
+      AllreduceOptions ao;
+      ao.timeout = std::chrono::seconds(20);
+      for (int iter = 0; iter < 300; ++iter) {
+        Tensor small = Tensor::zeros({7}, DType::kInt64);
+        for (int64_t i = 0; i < 7; ++i) small.data_as<int64_t>()[i] = iter * 100 + b.rank() * 10 + i;
+        ASSERT_TRUE(b.allreduce({small}, ao)->wait().ok()) << "iteration " << iter;
+        for (int64_t i = 0; i < 7; ++i) {
+          ASSERT_EQ(small.data_as<int64_t>()[i], 3 * (iter * 100 + i) + 10 * (0 + 1 + 2))
+              << "slots " << slots << " iteration " << iter << " element " << i;
+        }
+        if (iter % 3 == 1) {
+          Tensor t = Tensor::zeros({iter % 2 == 0 ? 5 : 3000}, DType::kInt32);
+          for (int64_t i = 0; i < t.numel(); ++i) t.data_as<int32_t>()[i] = b.rank() * 7919 + iter;
+          BroadcastOptions bo;
+          bo.root_rank = iter % 3;
+          ASSERT_TRUE(b.broadcast({t}, bo)->wait().ok());
+          ASSERT_EQ(t.data_as<int32_t>()[t.numel() - 1], bo.root_rank * 7919 + iter);
+        }
+        if (iter % 5 == 4) ASSERT_TRUE(b.barrier({})->wait().ok());
+      }
+    }, shm_options(4096, slots));
+  }
+}
+
 TEST(ShmCollectives, ReduceToEveryRootLeavesOtherRanksAlone) {
   for (int size : {2, 3, 4}) {
     run_gloo_backends(size, [&](GlooBackend& b) {
