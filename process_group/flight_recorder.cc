@@ -229,11 +229,10 @@ void FlightRecorder::lock(Slot& slot) {
   }
 }
 
-FlightRecorder::Slot* FlightRecorder::slot_of(uint64_t id) const {
-  Ring* ring = ring_.load(std::memory_order_acquire);
-  if (ring->capacity == 0 || id == 0) return nullptr;
-  Slot& slot = ring->slots[id % ring->capacity];
-  return slot.id.load(std::memory_order_acquire) == id ? &slot : nullptr;
+FlightRecorder::Slot* FlightRecorder::slot_of(const TraceHandle& handle) {
+  Slot* slot = static_cast<Slot*>(handle.slot);
+  if (slot == nullptr || handle.id == 0) return nullptr;
+  return slot->id.load(std::memory_order_acquire) == handle.id ? slot : nullptr;
 }
 
 TraceEntry FlightRecorder::read_slot(Slot& slot) {
@@ -338,7 +337,9 @@ TraceHandle FlightRecorder::record(TraceGroup& group, OpType op, const TraceOp& 
   h.id = next_id_.fetch_add(1, std::memory_order_relaxed);
   const int64_t now = TraceClock::now();
   const TraceSite* site = t_site;
-  Slot& slot = ring->slots[h.id % ring->capacity];
+  const size_t index = h.id % ring->capacity;
+  Slot& slot = ring->slots[index];
+  h.slot = &slot;
   lock(slot);
   slot.id.store(0, std::memory_order_relaxed);  // updates for the op it held stop here
   slot.started.store(0, std::memory_order_relaxed);
@@ -366,7 +367,7 @@ TraceHandle FlightRecorder::record(TraceGroup& group, OpType op, const TraceOp& 
   unlock(slot);
   // The next op's slot, for writing: it is cold (the ring is larger than
   // the caches keep for it), and the op about to run gives the fetch time.
-  const Slot* next = &ring->slots[(h.id + 1) % ring->capacity];
+  const Slot* next = &ring->slots[index + 1 == ring->capacity ? 0 : index + 1];
   for (size_t off = 0; off < sizeof(Slot); off += 64) {
     __builtin_prefetch(reinterpret_cast<const char*>(next) + off, 1, 3);
   }
@@ -375,7 +376,7 @@ TraceHandle FlightRecorder::record(TraceGroup& group, OpType op, const TraceOp& 
 
 void FlightRecorder::started(const TraceHandle& h) {
   if (!h) return;
-  Slot* slot = slot_of(h.id);
+  Slot* slot = slot_of(h);
   if (slot == nullptr) return;
   slot->started.store(TraceClock::now(), std::memory_order_relaxed);
   // Start and completion come from the thread running the op, in order.
@@ -385,7 +386,7 @@ void FlightRecorder::started(const TraceHandle& h) {
 }
 
 void FlightRecorder::finish(const TraceHandle& h, TraceState state) {
-  Slot* slot = slot_of(h.id);
+  Slot* slot = slot_of(h);
   if (slot == nullptr) return;
   slot->ended.store(TraceClock::now(), std::memory_order_relaxed);
   slot->state.store(static_cast<uint8_t>(state), std::memory_order_release);

@@ -148,6 +148,9 @@ struct TraceHandle {
   OpType op = OpType::kAllreduce;
   bool p2p = false;
   std::chrono::milliseconds timeout{0};
+  // The ring slot record() wrote (FlightRecorder::Slot; rings live as long
+  // as their recorder): start and completion find it without a division.
+  void* slot = nullptr;
 
   explicit operator bool() const { return id != 0; }
   void started() const;
@@ -301,8 +304,8 @@ class FlightRecorder {
   };
   static void lock(Slot& slot);
   static void unlock(Slot& slot) { slot.busy.store(0, std::memory_order_release); }
-  // The slot of `id` while it still holds it, else null.
-  Slot* slot_of(uint64_t id) const;
+  // The handle's slot while it still holds the handle's op, else null.
+  static Slot* slot_of(const TraceHandle& handle);
   // A copy of the slot's entry, progress included, in ticks; id 0 if empty.
   static TraceEntry read_slot(Slot& slot);
   void finish(const TraceHandle& handle, TraceState state);

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "process_group/culprits.h"
+#include "process_group/shm/cpu_sharing.h"
 
 namespace ddpx {
 namespace shm {
@@ -85,6 +86,7 @@ WaitPolicy WaitPolicy::for_load(int local_ranks, int cpus) {
   if (local_ranks > cpus) {
     p.spin = std::chrono::microseconds(2);
     p.yield = std::chrono::microseconds(200);
+    p.move_off_shared_cpu = false;  // some ranks must share a CPU
   }
   return p;
 }
@@ -100,7 +102,9 @@ Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
       peers_(std::move(peers)),
       policy_(policy),
       slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0),
-      checked_(static_cast<size_t>(size), 0) {}
+      checked_(static_cast<size_t>(size), 0) {
+  controls_[rank_]->signal.cpu.store(-1, std::memory_order_relaxed);
+}
 
 absl::Status Channel::health() const { return broken_; }
 
@@ -139,6 +143,8 @@ void Channel::begin_op(const OpDescription& op) {
   ChannelControl* own = controls_[rank_];
   own->stamps[ops_ % ChannelControl::kOpStamps].store(op_stamp_, std::memory_order_release);
   own->signal.op_stamp.store(op_stamp_, std::memory_order_release);
+  cpu_ = current_cpu();
+  own->signal.cpu.store(cpu_, std::memory_order_relaxed);
 }
 
 absl::Status Channel::check_same_op(int peer, const Deadline& deadline) {
@@ -199,18 +205,33 @@ absl::Status Channel::wait_for(int peer, uint32_t step, const Deadline& deadline
 absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& deadline) {
   if (reached(peer, step)) return absl::OkStatus();
   if (!broken_.ok()) return broken_;
-  // The clock is first read after 64 pauses: most waits of a small op end
-  // before that, and a read costs about as much as the wait itself.
+  // A peer last seen on this rank's CPU cannot run while this rank spins:
+  // yield at once, and after a few such waits in a row the higher rank of
+  // the two moves off the CPU (both moving would meet again elsewhere).
+  const bool shared_cpu =
+      cpu_ >= 0 && controls_[peer]->signal.cpu.load(std::memory_order_relaxed) == cpu_;
+  shared_cpu_waits_ = shared_cpu ? shared_cpu_waits_ + 1 : 0;
+  if (shared_cpu && rank_ > peer && policy_.move_off_shared_cpu &&
+      shared_cpu_waits_ >= policy_.shared_cpu_waits_before_move) {
+    shared_cpu_waits_ = 0;
+    if (move_off_cpu(cpu_)) cpu_ = current_cpu();
+  }
   Clock::time_point start;
-  for (unsigned i = 1;; ++i) {
-    if (reached(peer, step)) return absl::OkStatus();
-    _mm_pause();
-    if ((i & 63) != 0) continue;
-    const Clock::time_point now = Clock::now();
-    if (i == 64) {
-      start = now;
-    } else if (now - start >= policy_.spin) {
-      break;
+  if (shared_cpu) {
+    start = Clock::now();
+  } else {
+    // The clock is first read after 64 pauses: most waits of a small op end
+    // before that, and a read costs about as much as the wait itself.
+    for (unsigned i = 1;; ++i) {
+      if (reached(peer, step)) return absl::OkStatus();
+      _mm_pause();
+      if ((i & 63) != 0) continue;
+      const Clock::time_point now = Clock::now();
+      if (i == 64) {
+        start = now;
+      } else if (now - start >= policy_.spin) {
+        break;
+      }
     }
   }
   while (Clock::now() - start < policy_.yield) {

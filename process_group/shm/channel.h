@@ -47,6 +47,11 @@ struct Deadline {
 struct WaitPolicy {
   std::chrono::nanoseconds spin{5'000};
   std::chrono::nanoseconds yield{1'000'000};
+  // Whether a waiter that keeps finding its peer on its own CPU moves itself
+  // off it (cpu_sharing.h): only where the host has a CPU for every rank.
+  bool move_off_shared_cpu = true;
+  // Waits in a row that found the peer on this CPU before the move.
+  int shared_cpu_waits_before_move = 8;
   // The policy for `local_ranks` ranks on a host whose process may run on
   // `cpus` CPUs.
   static WaitPolicy for_load(int local_ranks, int cpus);
@@ -134,6 +139,8 @@ class Channel {
   uint64_t op_stamp_ = 0;       // the current op's stamp
   std::vector<uint32_t> checked_;  // per peer: the op whose stamp was compared
   uint64_t chunks_ = 0;
+  int cpu_ = -1;  // where this rank began its current op
+  int shared_cpu_waits_ = 0;  // waits in a row that found the peer on cpu_
   std::vector<uint32_t> slot_free_after_;
   absl::Status broken_;
 };

@@ -41,14 +41,17 @@ struct alignas(kCacheLine) PaddedWord {
 static_assert(sizeof(PaddedWord) == kCacheLine, "one word per cache line");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words");
 
-// The line peers wait on: the owner's step counter, and beside it the stamp
-// of the owner's latest op (ChannelControl::stamps), so that the peer that
-// sees a step usually finds the op to compare with in the same cache-line
-// transfer.
+// The line peers wait on: the owner's step counter, and beside it its CPU
+// and the stamp of its latest op (ChannelControl::stamps), so that the peer
+// that sees a step usually finds the op to compare with in the same
+// cache-line transfer.
 struct alignas(kCacheLine) SignalLine {
   // How many steps the owner has completed on this channel (wraps); the
   // futex word.
   std::atomic<uint32_t> value;
+  // The CPU the owner ran on when it began its latest op (-1: unknown), for
+  // a waiter to tell that it holds the CPU its peer needs (cpu_sharing.h).
+  std::atomic<int32_t> cpu;
   std::atomic<uint64_t> op_stamp;
 };
 static_assert(sizeof(SignalLine) == kCacheLine, "one line");
