@@ -32,10 +32,6 @@ struct WorkerPool::Lane {
   int inline_runs = 0;
   bool lazy = false;
   int idle_polls = 0;
-  // Tasks run by their waiters, ever, and as of the lazy worker's last look:
-  // a look after some of them is not an idle one.
-  uint64_t waiter_runs = 0;
-  uint64_t waiter_runs_seen = 0;
   std::chrono::microseconds poll = kLazyPollMin;  // the next look's interval
 
   void become_eager() {
@@ -127,7 +123,6 @@ bool WorkerPool::run_here_if_next(const std::shared_ptr<Ticket>& ticket) {
     }
     lane.queue.pop_front();
     lane.busy = true;
-    ++lane.waiter_runs;
     task = std::move(ticket->task_);
     if (!lane.lazy && ++lane.inline_runs >= kLazyAfterInlineRuns) {
       lane.lazy = true;
@@ -200,10 +195,6 @@ void WorkerPool::loop(Lane* lane) {
           // Submit wakes nobody now: look again later, less often the longer
           // nothing comes, and go back to sleeping until woken after
           // kLazyIdlePolls empty looks.
-          if (lane->waiter_runs != lane->waiter_runs_seen) {
-            lane->waiter_runs_seen = lane->waiter_runs;
-            lane->idle_polls = 0;
-          }
           if (!lane->busy && ++lane->idle_polls >= kLazyIdlePolls) {
             lane->become_eager();
             continue;
