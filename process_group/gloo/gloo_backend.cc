@@ -28,6 +28,7 @@
 #include "process_group/gloo/two_level_allreduce.h"
 #include "process_group/host_identity.h"
 #include "process_group/network_interfaces.h"
+#include "process_group/gloo/gloo_work.h"
 #include "process_group/shm/collectives.h"
 #include "store/prefix_store.h"
 
@@ -295,38 +296,6 @@ std::string GlooBackend::device_description() const {
 
 namespace {
 
-// A Work whose wait() runs the op on the waiting thread when its worker has
-// not started it yet and is idle (see WorkerPool::run_here_if_next): the
-// common "issue, then wait at once" pattern then costs no thread hand-off.
-// Ops nobody waits for still run on their worker, asynchronously.
-class GlooWork : public FutureWork {
- public:
-  GlooWork(OpType op, std::chrono::milliseconds op_timeout)
-      : FutureWork(op), op_timeout_(op_timeout) {}
-
-  // Set once, before the work is handed to the caller.
-  void set_ticket(std::shared_ptr<WorkerPool::Ticket> ticket) {
-    ticket_ = std::move(ticket);
-  }
-
-  absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) override {
-    // Only when the op's own timeout ends it within the caller's wait.
-    if (!is_completed() &&
-        (timeout < std::chrono::milliseconds::zero() || timeout >= op_timeout_)) {
-      WorkerPool::run_here_if_next(ticket_);
-    }
-    return FutureWork::wait(timeout);
-  }
-
- private:
-  const std::chrono::milliseconds op_timeout_;
-  std::shared_ptr<WorkerPool::Ticket> ticket_;
-};
-
-}  // namespace
-
-namespace {
-
 uint64_t total_bytes(const TensorList& tensors) {
   uint64_t n = 0;
   for (const Tensor& t : tensors) n += t.nbytes();
@@ -393,16 +362,7 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, const TensorSummary& what,
     try {
       result = p.body(running);
     } catch (const StatusError& e) {
-      // Already decided where it was raised (the shared-memory path's
-      // DeadlineExceeded names the timeout and the rank waited for).
-      absl::Status error(e.status().code(),
-                         absl::StrCat(op_type_name(p.op), " of ", p.what.str(), " on rank ",
-                                      rank(), " of ", size(), ": ", e.status().message()));
-      // The culprits the shared-memory path named (culprits.h).
-      e.status().ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
-        error.SetPayload(url, payload);
-      });
-      result = std::move(error);
+      result = decided_error(p.op, p.what, e.status());
     } catch (const std::exception& e) {
       absl::Status error =
           op_error(p.op, p.what.str(), running.timeout, running.started, e.what());
@@ -419,6 +379,17 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, const TensorSummary& what,
   };
   work->set_ticket(pool_->submit(worker, std::move(task)));
   return work;
+}
+
+absl::Status GlooBackend::decided_error(OpType op, const TensorSummary& what,
+                                        const absl::Status& cause) const {
+  absl::Status error(cause.code(), absl::StrCat(op_type_name(op), " of ", what.str(), " on rank ",
+                                                rank(), " of ", size(), ": ", cause.message()));
+  // The culprits the shared-memory path named (culprits.h).
+  cause.ForEachPayload([&](absl::string_view url, const absl::Cord& payload) {
+    error.SetPayload(url, payload);
+  });
+  return error;
 }
 
 Tensor GlooBackend::scratch_for(const OpContext& c, int64_t numel, DType dtype) {
@@ -560,6 +531,7 @@ void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
 
 std::shared_ptr<Work> GlooBackend::allreduce(const TensorList& tensors,
                                              const AllreduceOptions& opts) {
+  if (std::shared_ptr<Work> work = small_allreduce_here(tensors, opts)) return work;
   return enqueue(OpType::kAllreduce, TensorSummary(tensors), opts.timeout,
                  [this, tensors, opts](const OpContext& c) mutable -> absl::StatusOr<TensorList> {
                    allreduce_on_worker(tensors, opts.op, c, c.tag);

@@ -187,6 +187,20 @@ class GlooBackend : public Backend {
   // every rank's call must agree on; it goes into the op's tags.
   std::shared_ptr<Work> enqueue(OpType op, const TensorSummary& what, const OpTimeout& timeout,
                                 OpBody body, uint32_t match = 0);
+  // A small single-tensor allreduce on the shared-memory path, begun on the
+  // calling thread when its worker is idle with nothing queued (most ops are
+  // waited for at once, and this one costs no queueing, no task and no
+  // hand-off): finished here when the peers have posted within the wait
+  // policy's spin, else handed to the worker as its next task, so issuing
+  // never waits for peers that have not issued their op. Null when it does
+  // not apply (allreduce_here.cc).
+  std::shared_ptr<Work> small_allreduce_here(const TensorList& tensors,
+                                             const AllreduceOptions& opts);
+  // An error already decided where it was raised (the shared-memory path's
+  // DeadlineExceeded names the timeout and the rank waited for), with the op,
+  // its tensors and this rank in front and its culprits kept.
+  absl::Status decided_error(OpType op, const TensorSummary& what,
+                             const absl::Status& cause) const;
   // The first of op `seq`'s kTagsPerOp tags, with 8 bits of `match` on top:
   // ranks that call an op of another size, dtype or root then wait for
   // different slots and time out naming the op, instead of mixing the data

@@ -134,6 +134,41 @@ bool WorkerPool::run_here_if_next(const std::shared_ptr<Ticket>& ticket) {
   return true;
 }
 
+bool WorkerPool::try_claim(int index) {
+  Lane& lane = *lanes_[index];
+  std::lock_guard<std::mutex> lock(lane.mu);
+  if (lane.stopping || lane.busy || !lane.queue.empty()) return false;
+  lane.busy = true;
+  return true;
+}
+
+std::shared_ptr<WorkerPool::Ticket> WorkerPool::release_claim(int index, Task rest) {
+  const std::shared_ptr<Lane>& lane = lanes_[index];
+  std::shared_ptr<Ticket> ticket;
+  const bool has_rest = static_cast<bool>(rest.run);
+  if (has_rest) ticket = std::make_shared<Ticket>(lane, std::move(rest));
+  {
+    std::lock_guard<std::mutex> lock(lane->mu);
+    lane->busy = false;
+    if (has_rest && !lane->stopping) {
+      ticket->queued_at = std::chrono::steady_clock::now();
+      lane->queue.push_front(ticket);
+    } else if (!has_rest && !lane->lazy && ++lane->inline_runs >= kLazyAfterInlineRuns) {
+      // An op that ran wholly on its caller's thread counts as a waiter's
+      // run: the worker turns lazy (and must start looking by itself).
+      lane->lazy = true;
+      lane->changed.notify_all();
+    }
+    // A lazy worker looks at its queue by itself, leaving the rest of the op
+    // to the thread that waits for it for kLazyGrace.
+    if (lane->stopping || (!lane->lazy && !lane->queue.empty())) lane->changed.notify_all();
+    if (!has_rest || !lane->stopping) return ticket;
+  }
+  Task dropped = std::move(ticket->task_);
+  if (dropped.cancel) dropped.cancel();
+  return ticket;
+}
+
 void WorkerPool::shutdown() {
   for (auto& lane : lanes_) {
     std::deque<std::shared_ptr<Ticket>> dropped;

@@ -22,6 +22,11 @@
 // and the first such task turns the worker eager again, as do
 // kLazyIdlePolls empty looks in a row.
 //
+// A caller may also claim an idle worker with nothing queued (try_claim) to
+// begin an op on its own thread at issue, and hand what it could not finish
+// there back as the worker's next task (release_claim): the small
+// shared-memory allreduce does (gloo_backend.h).
+//
 // A task may end the pool's owner: a callback that releases the last
 // reference to its group destroys the backend, and with it this pool, on the
 // pool's own thread (a worker, or a waiter running a task). shutdown() then
@@ -82,6 +87,14 @@ class WorkerPool {
   // it already ran, is running, waits behind another task, or the pool is
   // shutting down.
   static bool run_here_if_next(const std::shared_ptr<Ticket>& ticket);
+  // Claims worker `index` for the calling thread when it is idle with
+  // nothing queued: the op the caller is about to issue on it may begin
+  // right here, and whatever is submitted meanwhile waits behind it. False
+  // when the worker is busy, has tasks queued or is shutting down.
+  bool try_claim(int index);
+  // Ends a claim. With a task (the rest of an op the caller began), that
+  // task goes first in the worker's queue, and its ticket is returned.
+  std::shared_ptr<Ticket> release_claim(int index, Task rest = {});
   // Cancels queued tasks, lets running ones finish (also those a waiter runs
   // on its own thread), joins the threads. Called from inside a task of this
   // pool (its owner released there), it waits for everything but that task,

@@ -284,6 +284,29 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
   }
 }
 
+bool Channel::poll_all(uint32_t step, std::chrono::nanoseconds spin) {
+  Clock::time_point start;
+  unsigned spins = 0;
+  for (int k = 1; k < size_; ++k) {
+    const int peer = (rank_ + k) % size_;
+    if (reached(peer, step)) continue;
+    if (cpu_ >= 0 && controls_[peer]->signal.cpu.load(std::memory_order_relaxed) == cpu_) {
+      return false;  // it cannot run while this rank spins
+    }
+    while (!reached(peer, step)) {
+      _mm_pause();
+      if ((++spins & 63) != 0) continue;
+      const Clock::time_point now = Clock::now();
+      if (spins == 64) {
+        start = now;
+      } else if (now - start >= spin) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
 absl::Status Channel::wait_all(uint32_t step, const Deadline& deadline) {
   for (int k = 1; k < size_; ++k) {
     absl::Status s = wait_for((rank_ + k) % size_, step, deadline);

@@ -101,6 +101,8 @@ class Channel {
   // The chunk in `slot` is done once every rank has posted `step`.
   void release_slot(int slot, uint32_t step) { slot_free_after_[slot] = step; }
   int num_slots() const { return static_cast<int>(slot_free_after_.size()); }
+  // How long a waiter spins before it yields (WaitPolicy).
+  std::chrono::nanoseconds spin() const { return policy_.spin; }
   uint8_t* slot(int owner, int slot) const { return slots_[owner][slot]; }
 
   // Completes this rank's next step and wakes peers asleep on it; returns
@@ -111,6 +113,10 @@ class Channel {
   absl::Status wait_for(int peer, uint32_t step, const Deadline& deadline);
   // Waits until every peer has posted `step`.
   absl::Status wait_all(uint32_t step, const Deadline& deadline);
+  // Whether every peer has posted `step`, spinning up to `spin` for it (not
+  // at all while a peer it waits for was last seen on this rank's CPU).
+  // Compares no op stamps: wait_all() after it does.
+  bool poll_all(uint32_t step, std::chrono::nanoseconds spin);
 
  private:
   bool reached(int peer, uint32_t step) const;

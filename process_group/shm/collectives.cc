@@ -58,25 +58,6 @@ struct Parts {
   size_t end(int j) const { return std::min(count, (j + 1) * per_part); }
 };
 
-absl::Status allreduce_small(Channel& ch, void* data, size_t count, Reduction r,
-                             const Deadline& deadline) {
-  const size_t nbytes = count * r.element_bytes;
-  int s;
-  RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &s));
-  memcpy(ch.slot(ch.rank(), s), data, nbytes);
-  const uint32_t copied = ch.post();
-  RETURN_IF_ERROR(ch.wait_all(copied, deadline));
-  r.fn(data, ch.slot(0, s), ch.slot(1, s), count);
-  for (int k = 2; k < ch.size(); ++k) r.fn(data, data, ch.slot(k, s), count);
-  // A peer's next step, in whatever chunk comes next, follows its reads of
-  // this slot, so it frees the slot without a step of its own. The slot is
-  // reused a chunk or more later, after this rank posted every step of the
-  // chunks between (the peer's next step waits for nothing later). With
-  // one slot that next chunk would be this slot's reuse: it posts here.
-  ch.release_slot(s, ch.num_slots() > 1 ? copied + 1 : ch.post());
-  return absl::OkStatus();
-}
-
 // One chunk of the split reduction; this rank copies the result out when
 // `copy_out`, with streaming stores when `stream`.
 absl::Status reduce_chunk(Channel& ch, uint8_t* data, size_t count, Reduction r, bool copy_out,
@@ -132,15 +113,52 @@ absl::Status reduce_in_chunks(Channel& ch, void* data, size_t count, Reduction r
 
 }  // namespace
 
+bool SmallAllreduce::fits(const Channel& ch, size_t count, Reduction r, size_t small_max_bytes) {
+  return count * r.element_bytes <= std::min(small_max_bytes, ch.slot_bytes());
+}
+
+absl::Status SmallAllreduce::begin(const Deadline& deadline) {
+  RETURN_IF_ERROR(ch_.health());
+  ch_.begin_op({OpDescription::kAllreduce, count_ * r_.element_bytes, -1, r_.code});
+  if (count_ == 0 || ch_.size() == 1) {
+    done_ = true;
+    return absl::OkStatus();
+  }
+  RETURN_IF_ERROR(ch_.acquire_slot(/*will_write=*/true, deadline, &slot_));
+  memcpy(ch_.slot(ch_.rank(), slot_), data_, count_ * r_.element_bytes);
+  copied_ = ch_.post();
+  return absl::OkStatus();
+}
+
+bool SmallAllreduce::peers_ready(std::chrono::nanoseconds spin) {
+  return done_ || ch_.poll_all(copied_, spin);
+}
+
+absl::Status SmallAllreduce::finish(const Deadline& deadline) {
+  if (done_) return absl::OkStatus();
+  RETURN_IF_ERROR(ch_.wait_all(copied_, deadline));
+  r_.fn(data_, ch_.slot(0, slot_), ch_.slot(1, slot_), count_);
+  for (int k = 2; k < ch_.size(); ++k) r_.fn(data_, data_, ch_.slot(k, slot_), count_);
+  // A peer's next step, in whatever chunk comes next, follows its reads of
+  // this slot, so it frees the slot without a step of its own. The slot is
+  // reused a chunk or more later, after this rank posted every step of the
+  // chunks between (the peer's next step waits for nothing later). With
+  // one slot that next chunk would be this slot's reuse: it posts here.
+  ch_.release_slot(slot_, ch_.num_slots() > 1 ? copied_ + 1 : ch_.post());
+  done_ = true;
+  return absl::OkStatus();
+}
+
 absl::Status allreduce(Channel& ch, void* data, size_t count, Reduction r,
                        const Deadline& deadline, size_t small_max_bytes) {
+  if (SmallAllreduce::fits(ch, count, r, small_max_bytes)) {
+    SmallAllreduce op(ch, data, count, r);
+    RETURN_IF_ERROR(op.begin(deadline));
+    return op.finish(deadline);
+  }
   RETURN_IF_ERROR(ch.health());
   ch.begin_op({OpDescription::kAllreduce, count * r.element_bytes, -1, r.code});
   if (count == 0 || ch.size() == 1) return absl::OkStatus();
-  const size_t nbytes = count * r.element_bytes;
-  if (nbytes <= std::min(small_max_bytes, ch.slot_bytes())) {
-    return allreduce_small(ch, data, count, r, deadline);
-  }
   return reduce_in_chunks(ch, data, count, r, /*root=*/-1, deadline);
 }
 

@@ -15,6 +15,7 @@
 #ifndef DDPX_PROCESS_GROUP_SHM_COLLECTIVES_H_
 #define DDPX_PROCESS_GROUP_SHM_COLLECTIVES_H_
 
+#include <chrono>
 #include <cstddef>
 
 #include "absl/status/status.h"
@@ -45,6 +46,35 @@ inline constexpr size_t kStreamingCopyFromBytes = 16 << 20;
 
 absl::Status allreduce(Channel& ch, void* data, size_t count, Reduction r,
                        const Deadline& deadline, size_t small_max_bytes = kDefaultSmallMaxBytes);
+
+// The one-pass allreduce (up to small_max_bytes) in two halves, for a
+// caller that must not wait for peers that have not issued their op yet:
+// begin() copies this rank's data in and posts its step, waiting at most for
+// peers to finish ops they are already in (a slot's earlier use);
+// finish() waits for every peer's data and reduces. allreduce() is begin()
+// then finish().
+class SmallAllreduce {
+ public:
+  SmallAllreduce(Channel& ch, void* data, size_t count, Reduction r)
+      : ch_(ch), data_(data), count_(count), r_(r) {}
+  static bool fits(const Channel& ch, size_t count, Reduction r,
+                   size_t small_max_bytes = kDefaultSmallMaxBytes);
+
+  absl::Status begin(const Deadline& deadline);
+  // Whether every peer has posted its data, spinning up to `spin` for it:
+  // finish() then does not wait.
+  bool peers_ready(std::chrono::nanoseconds spin);
+  absl::Status finish(const Deadline& deadline);
+
+ private:
+  Channel& ch_;
+  void* const data_;
+  const size_t count_;
+  const Reduction r_;
+  int slot_ = 0;
+  uint32_t copied_ = 0;
+  bool done_ = false;  // nothing (left) to do: one rank, no elements, finished
+};
 // Only `root`'s data changes.
 absl::Status reduce(Channel& ch, void* data, size_t count, Reduction r, int root,
                     const Deadline& deadline);

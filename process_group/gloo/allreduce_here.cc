@@ -1,0 +1,99 @@
+// GlooBackend::small_allreduce_here: a small allreduce on the shared-memory
+// path begun on the issuing thread (gloo_backend.h says when and why).
+#include <chrono>
+#include <memory>
+
+#include "process_group/flight_recorder.h"
+#include "process_group/gloo/gloo_backend.h"
+#include "process_group/gloo/gloo_internal.h"
+#include "process_group/gloo/gloo_work.h"
+#include "process_group/gloo/reduce_kernels.h"
+#include "process_group/shm/collectives.h"
+
+namespace ddpx {
+namespace {
+
+// What is left of the op once begun: finishing it and completing its Work,
+// here or later on the worker.
+struct BegunAllreduce {
+  shm::SmallAllreduce op;
+  TensorList tensors;  // the caller's, kept alive for the rest of the op
+  std::shared_ptr<GlooWork> work;
+  TraceHandle trace;
+  shm::Deadline deadline;
+  ReduceOp reduce_op;
+};
+
+}  // namespace
+
+std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensors,
+                                                        const AllreduceOptions& opts) {
+  if (shm_ == nullptr || tensors.size() != 1) return nullptr;
+  const Tensor& t = tensors[0];
+  const shm::Reduction r = shm_reduction(t.dtype(), opts.op);
+  const size_t count = static_cast<size_t>(t.numel());
+  // The op takes the next sequence number only if it can run here: its
+  // worker idle with nothing queued, claimed before anybody can queue an op
+  // behind this one.
+  std::unique_lock<std::mutex> seq_lock(seq_mu_);
+  const int worker = static_cast<int>(next_seq_ % worker_contexts_.size());
+  shm::Channel& channel = shm_->channel(worker);
+  if (!shm::SmallAllreduce::fits(channel, count, r) || !pool_->try_claim(worker)) return nullptr;
+  ++next_seq_;
+  seq_lock.unlock();
+
+  const std::chrono::milliseconds timeout = op_timeout(opts.timeout);
+  // On this thread's stack while the op may finish here; moved to the heap
+  // only when its rest goes to the worker.
+  BegunAllreduce begun{shm::SmallAllreduce(channel, t.data(), count, r), {},
+                       std::make_shared<GlooWork>(OpType::kAllreduce, timeout),
+                       CurrentTrace::claim(), shm::Deadline::after(timeout), opts.op};
+  std::shared_ptr<GlooWork> work = begun.work;
+  // Finishes the op (waiting for the peers when `wait`) and completes the
+  // Work with `outputs`; false when it was not to wait and the peers are not
+  // there yet.
+  auto finish = [this, spin = channel.spin()](BegunAllreduce& b, const TensorList& outputs,
+                                              bool wait) {
+    if (!wait && !b.op.peers_ready(spin)) return false;
+    absl::Status s = b.op.finish(b.deadline);
+    if (s.ok()) {
+      const Tensor& out = outputs[0];
+      if (b.reduce_op == ReduceOp::AVG) {
+        divide_in_place(out.data(), static_cast<size_t>(out.numel()), out.dtype(), size());
+      }
+      b.trace.completed();
+      b.work->finish(outputs);
+    } else {
+      op_failed_ = true;
+      b.work->fail(b.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(outputs), s)));
+    }
+    return true;
+  };
+
+  begun.trace.started();
+  absl::Status s = begun.op.begin(begun.deadline);
+  if (!s.ok()) {
+    op_failed_ = true;
+    work->fail(begun.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(tensors), s)));
+    pool_->release_claim(worker);
+    return work;
+  }
+  if (finish(begun, tensors, /*wait=*/false)) {
+    pool_->release_claim(worker);
+    return work;
+  }
+  // The peers have not posted yet: the rest runs as the worker's next task
+  // (or on the thread that waits for it), keeping the caller's tensors.
+  begun.tensors = tensors;
+  auto rest_of = std::make_shared<BegunAllreduce>(std::move(begun));
+  WorkerPool::Task rest;
+  rest.cancel = [b = rest_of.get()] {
+    b->work->fail(b->trace.failed(absl::CancelledError(
+        "allreduce: the gloo backend was destroyed before it finished")));
+  };
+  rest.run = [rest_of, finish] { finish(*rest_of, rest_of->tensors, /*wait=*/true); };
+  work->set_ticket(pool_->release_claim(worker, std::move(rest)));
+  return work;
+}
+
+}  // namespace ddpx
