@@ -35,12 +35,13 @@ std::vector<int64_t> Int8Pipeline::piece_lengths(int64_t numel, int64_t local_si
     return std::max<int64_t>(local_size, elements / local_size * local_size);
   };
   const int64_t full = aligned(kPieceBytes / 4);
-  // Ramp pieces at both ends, smallest outermost: the first piece's local
-  // steps and the last one's run while the link is idle.
-  const int64_t ramp[] = {aligned(full / 4), aligned(full / 2)};
+  // Pieces doubling from kEndPieceBytes at both ends, smallest outermost:
+  // the first piece's local steps and the last one's run while the link is
+  // idle.
   std::vector<int64_t> ends;
   int64_t rest = numel;
-  for (int64_t r : ramp) {
+  for (int64_t bytes = kEndPieceBytes; bytes < kPieceBytes; bytes *= 2) {
+    const int64_t r = aligned(bytes / 4);
     if (rest < 2 * r + full) break;  // room for it at both ends and a full piece between
     ends.push_back(r);
     rest -= 2 * r;
