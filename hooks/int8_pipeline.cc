@@ -21,7 +21,7 @@ absl::Status finished(const char* step, const std::shared_ptr<Work>& work) {
 // One piece of a bucket and its buffers.
 struct Piece {
   Tensor whole;  // the piece in the bucket (or its padded copy): L slices
-  Tensor mine;   // this rank's slice: the host's sum, then the average
+  Tensor mine;   // this rank's slice: the host's sum, then its average (what is quantized)
   ChunkLayout layout{0, 1};  // of `mine` over the hosts
   Tensor send, received, own, gathered;  // ByteGrad's records
   Tensor host_records;  // hierarchical: every local rank's `gathered`, in local rank order
