@@ -21,13 +21,44 @@ absl::Status finished(const char* step, const std::shared_ptr<Work>& work) {
 // One piece of a bucket and its buffers.
 struct Piece {
   Tensor whole;  // the piece in the bucket (or its padded copy): L slices
-  Tensor mine;   // this rank's slice: the host's sum, then the average
+  Tensor mine;   // this rank's slice: the host's sum, then its average (what is quantized)
   ChunkLayout layout{0, 1};  // of `mine` over the hosts
   Tensor send, received, own, gathered;  // ByteGrad's records
+  Tensor host_records;  // hierarchical: every local rank's `gathered`, in local rank order
   std::shared_ptr<Work> scattered, exchanged, shared, gathered_locally;
 };
 
 }  // namespace
+
+std::vector<int64_t> Int8Pipeline::piece_lengths(int64_t numel, int64_t local_size) {
+  auto aligned = [&](int64_t elements) {
+    return std::max<int64_t>(local_size, elements / local_size * local_size);
+  };
+  const int64_t full = aligned(kPieceBytes / 4);
+  // Pieces doubling from kEndPieceBytes at both ends, smallest outermost:
+  // the first piece's local steps and the last one's run while the link is
+  // idle.
+  std::vector<int64_t> ends;
+  int64_t rest = numel;
+  for (int64_t bytes = kEndPieceBytes; bytes < kPieceBytes; bytes *= 2) {
+    const int64_t r = aligned(bytes / 4);
+    if (rest < 2 * r + full) break;  // room for it at both ends and a full piece between
+    ends.push_back(r);
+    rest -= 2 * r;
+  }
+  std::vector<int64_t> lengths(ends.begin(), ends.end());
+  // The middle in equal pieces of at most `full` elements.
+  const int64_t middle = std::max<int64_t>(1, (rest + full - 1) / full);
+  const int64_t each = aligned(rest / middle);
+  for (int64_t i = 0; i < middle; ++i) lengths.push_back(each);
+  lengths.insert(lengths.end(), ends.rbegin(), ends.rend());
+  // The last piece takes what the aligned ones leave (it may be shorter or
+  // longer than its nominal size, and need not split into L equal slices).
+  int64_t others = 0;
+  for (size_t i = 0; i + 1 < lengths.size(); ++i) others += lengths[i];
+  lengths.back() = numel - others;
+  return lengths;
+}
 
 Int8Pipeline::Int8Pipeline(std::shared_ptr<ProcessGroup> local,
                            std::shared_ptr<ProcessGroup> cross, HookStatsCounter* counter)
@@ -95,13 +126,13 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   const int hosts = cross_->size();
   const int host = cross_->rank();
   const int64_t n = data.numel();
-  const int64_t per_piece =
-      std::max<int64_t>(local_size, kPieceBytes / 4 / local_size * local_size);
-  const int64_t pieces = std::max<int64_t>(1, (n + per_piece - 1) / per_piece);
-  const int64_t last = n - (pieces - 1) * per_piece;
+  const std::vector<int64_t> lengths = piece_lengths(n, local_size);
+  const int64_t pieces = static_cast<int64_t>(lengths.size());
+  const int64_t last = lengths.back();
+  const int64_t last_begin = n - last;
   const int64_t last_slice = (last + local_size - 1) / local_size;
   const bool pad_last = last_slice * local_size != last;
-  const int64_t slice_elements = (pieces - 1) * (per_piece / local_size) + last_slice;
+  const int64_t slice_elements = (n - last) / local_size + last_slice;
   const int64_t scratch =
       (local_ != nullptr ? slice_elements : 0) + (pad_last ? last_slice * local_size : 0);
   if (scratch > 0 && (!slices_.defined() || slices_.numel() < scratch)) {
@@ -110,10 +141,11 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   float* base = data.data_as<float>();
   std::vector<Piece> piece(pieces);
   int64_t offset = 0;
+  int64_t begin = 0;
   for (int64_t p = 0; p < pieces; ++p) {
-    const int64_t length = p + 1 < pieces ? per_piece : last;
+    const int64_t length = lengths[p];
     const int64_t slice = (length + local_size - 1) / local_size;
-    float* in_bucket = base + p * per_piece;
+    float* in_bucket = base + begin;
     if (slice * local_size == length) {
       piece[p].whole = Tensor::from_blob(in_bucket, {length}, DType::kFloat32);
     } else {  // zeros after the end: summed with zeros only, never decoded into the bucket
@@ -127,10 +159,10 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
                         : piece[p].whole;
     piece[p].layout = ChunkLayout(slice, hosts);
     offset += slice;
+    begin += length;
   }
-  if (local_ != nullptr && counter_ != nullptr) {  // float32 inside the host: reduce-scatter, allgather
-    const uint64_t local_wire = data.nbytes() * (local_size - 1) / local_size;
-    counter_->add_traffic(2 * data.nbytes(), 2 * local_wire);
+  if (local_ != nullptr && counter_ != nullptr) {  // float32 reduce-scatter inside the host
+    counter_->add_traffic(data.nbytes(), data.nbytes() * (local_size - 1) / local_size);
   }
 
   ReduceScatterOptions sum;
@@ -175,22 +207,59 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
     q.shared = cross_->allgather_into_tensor(q.gathered, q.own);
     return absl::OkStatus();
   };
-  // Stage C: the averaged slice decoded and allgathered inside the host.
-  auto decode_and_gather = [&](Piece& q) -> absl::Status {
+  // Stage C: the averaged slice's records allgathered inside the host (a
+  // quarter of the float32 slice's bytes); flat mode decodes here.
+  auto gather_records = [&](Piece& q) -> absl::Status {
     if (q.shared != nullptr) {
       if (absl::Status s = finished("allgather across hosts", q.shared); !s.ok()) return s;
     }
-    bytegrad_decode(q.gathered, q.layout, q.mine);
-    if (local_ != nullptr) q.gathered_locally = local_->allgather_into_tensor(q.whole, q.mine);
+    if (local_ == nullptr) {
+      bytegrad_decode(q.gathered, q.layout, q.mine);
+      return absl::OkStatus();
+    }
+    q.host_records = Tensor::zeros({local_size * q.gathered.numel()}, DType::kUInt8);
+    if (counter_ != nullptr) {
+      counter_->add_traffic(q.gathered.nbytes(),
+                            allgather_wire_bytes(q.gathered.nbytes(), static_cast<int>(local_size)));
+    }
+    q.gathered_locally = local_->allgather_into_tensor(q.host_records, q.gathered);
+    return absl::OkStatus();
+  };
+  // Stage D (hierarchical): every local rank's slice decoded into the piece;
+  // the same bytes decode to the same bits on every rank.
+  auto decode_host = [&](Piece& q) -> absl::Status {
+    if (absl::Status s = finished("allgather inside the host", q.gathered_locally); !s.ok()) {
+      return s;
+    }
+    const int64_t slice = q.mine.numel();
+    const int64_t records = q.gathered.numel();
+    for (int64_t j = 0; j < local_size; ++j) {
+      bytegrad_decode(q.host_records.view(j * records, {records}), q.layout,
+                      q.whole.view(j * slice, {slice}));
+    }
     return absl::OkStatus();
   };
 
   absl::Status status;
+  // Pieces whose records were allgathered inside the host are decoded in
+  // order as their allgathers complete, without waiting for one: those
+  // allgathers queue behind the reduce-scatters on the host's group, and a
+  // wait here would hold back the next piece's send across.
+  int64_t decoded = 0;
+  auto decode_completed = [&](int64_t gathered, bool wait) -> absl::Status {
+    for (; local_ != nullptr && decoded < gathered; ++decoded) {
+      if (!wait && !piece[decoded].gathered_locally->is_completed()) break;
+      if (absl::Status s = decode_host(piece[decoded]); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  };
   for (int64_t i = 0; i < pieces + 2 && status.ok(); ++i) {
     if (i < pieces) status = quantize_and_send(piece[i]);
     if (status.ok() && i >= 1 && i - 1 < pieces) status = average_and_share(piece[i - 1]);
-    if (status.ok() && i >= 2) status = decode_and_gather(piece[i - 2]);
+    if (status.ok() && i >= 2) status = gather_records(piece[i - 2]);
+    if (status.ok()) status = decode_completed(std::max<int64_t>(0, i - 1), /*wait=*/false);
   }
+  if (status.ok()) status = decode_completed(pieces, /*wait=*/true);
   // Everything issued finishes before the buffers go, also after a failure.
   for (Piece& q : piece) {
     const std::pair<const char*, std::shared_ptr<Work>*> steps[] = {
@@ -205,7 +274,7 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
     }
   }
   if (!status.ok()) return status;
-  if (pad_last) memcpy(base + (pieces - 1) * per_piece, piece.back().whole.data(), last * sizeof(float));
+  if (pad_last) memcpy(base + last_begin, piece.back().whole.data(), last * sizeof(float));
   return absl::OkStatus();
 }
 

@@ -132,19 +132,52 @@ INSTANTIATE_TEST_SUITE_P(WorldSizes, Int8Flat, ::testing::Values(1, 2, 3, 4));
 // A bucket of several pipelined pieces: ByteGrad of each piece on its own.
 TEST(Int8FlatPieces, EveryPieceEqualsItsOwnSimulation) {
   const int world = 3;
-  const int64_t per_piece = Int8Pipeline::kPieceBytes / 4;
-  const int64_t n = 2 * per_piece + 5;
+  const int64_t n = 2 * Int8Pipeline::kPieceBytes / 4 + 5;
   auto results = run_int8(world, n, {});
   expect_identical_across_ranks(results);
   std::vector<std::vector<float>> inputs;
   for (int r = 0; r < world; ++r) inputs.push_back(gradient_of(r, n));
-  for (int64_t begin = 0; begin < n; begin += per_piece) {
-    const int64_t end = std::min(n, begin + per_piece);
+  int64_t begin = 0;
+  for (int64_t length : Int8Pipeline::piece_lengths(n, 1)) {
+    const int64_t end = begin + length;
     std::vector<std::vector<float>> piece;
     for (const auto& in : inputs) piece.emplace_back(in.begin() + begin, in.begin() + end);
     std::vector<float> simulated = simulate_bytegrad(piece);
     ASSERT_EQ(0, memcmp(simulated.data(), results[0].data() + begin, (end - begin) * 4))
         << "piece at " << begin;
+    begin = end;
+  }
+  EXPECT_EQ(begin, n);
+}
+
+// The pieces: they cover the bucket, all but the last split into L equal
+// slices, none above kPieceBytes but the last (by less than L elements per
+// piece), and a large bucket starts and ends with short pieces.
+TEST(Int8PipelinePieces, CoverTheBucketWithShortPiecesAtBothEnds) {
+  const int64_t full = Int8Pipeline::kPieceBytes / 4;
+  for (int64_t local_size : {1, 2, 3, 4}) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{5}, full - 1, full + 3, 2 * full + 4099,
+                      6 * full - 7, int64_t{5825034}}) {
+      std::vector<int64_t> lengths = Int8Pipeline::piece_lengths(n, local_size);
+      ASSERT_FALSE(lengths.empty());
+      int64_t sum = 0;
+      for (size_t i = 0; i < lengths.size(); ++i) {
+        sum += lengths[i];
+        EXPECT_GE(lengths[i], 0);
+        EXPECT_LE(lengths[i], full + static_cast<int64_t>(lengths.size()) * local_size)
+            << "n " << n << " L " << local_size << " piece " << i;
+        if (i + 1 < lengths.size()) EXPECT_EQ(lengths[i] % local_size, 0) << "piece " << i;
+      }
+      EXPECT_EQ(sum, n) << "L " << local_size;
+      if (n >= 3 * full) {  // short ends, growing towards the middle
+        const int64_t end = Int8Pipeline::kEndPieceBytes / 4;
+        ASSERT_GE(lengths.size(), 3u) << "n " << n;
+        EXPECT_LE(lengths.front(), end);
+        EXPECT_LT(lengths.back(), end + static_cast<int64_t>(lengths.size()) * local_size);
+        EXPECT_GT(lengths[1], lengths.front());
+        for (size_t i = 1; i < lengths.size() / 2; ++i) EXPECT_GE(lengths[i], lengths[i - 1]);
+      }
+    }
   }
 }
 
@@ -162,9 +195,8 @@ TEST(Int8Stats, WireBytesAreAboutAQuarterOfAllreduce) {
 
 // Hierarchical mode's reference: every node's average (float32, as the
 // reduce-scatter and the division compute it), then, piece by piece of the
-// pipeline (Int8Pipeline::kPieceBytes, a multiple of L
-// elements), slice j of the piece (of L equal slices) exchanged with
-// ByteGrad among the nodes.
+// pipeline (Int8Pipeline::piece_lengths), slice j of the piece (of L equal
+// slices) exchanged with ByteGrad among the nodes.
 std::vector<float> simulate_hierarchical(int world, int local_size, int64_t n) {
   const int nodes = world / local_size;
   std::vector<std::vector<float>> node_avg(nodes, std::vector<float>(n, 0.0f));
@@ -177,11 +209,10 @@ std::vector<float> simulate_hierarchical(int world, int local_size, int64_t n) {
       node_avg[node][i] = sum / static_cast<float>(local_size);
     }
   }
-  const int64_t per_piece = std::max<int64_t>(
-      local_size, Int8Pipeline::kPieceBytes / 4 / local_size * local_size);
   std::vector<float> out(n);
-  for (int64_t piece = 0; piece < n; piece += per_piece) {
-    const int64_t piece_end = std::min(n, piece + per_piece);
+  int64_t piece = 0;
+  for (int64_t length : Int8Pipeline::piece_lengths(n, local_size)) {
+    const int64_t piece_end = piece + length;
     const int64_t slice = (piece_end - piece + local_size - 1) / local_size;
     for (int64_t begin = piece; begin < piece_end; begin += slice) {
       const int64_t end = std::min(piece_end, begin + slice);
@@ -192,6 +223,7 @@ std::vector<float> simulate_hierarchical(int world, int local_size, int64_t n) {
       std::vector<float> exchanged = simulate_bytegrad(part);
       std::copy(exchanged.begin(), exchanged.begin() + (end - begin), out.begin() + begin);
     }
+    piece = piece_end;
   }
   return out;
 }
