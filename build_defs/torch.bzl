@@ -44,6 +44,8 @@ TORCH_COPTS = ["-std=c++20"]
 # An executable's own link flags come before its dependencies' on Bazel's
 # link line, and `-L` applies to every `-l` wherever it stands (the torch
 # folder's -L comes from @torch//:libtorch), so these fix the order.
+# //tests/torch:load_order_test checks which library each shared name binds
+# to in a binary linked this way.
 TORCH_EXECUTABLE_LINKOPTS = [
     "-Wl,--push-state,--no-as-needed",
     "-lgloo",
