@@ -8,17 +8,15 @@ of seconds to compile on two cores.
 Without torch (third_party/torch.bzl found none) every target made here is
 incompatible and `bazel build //...` / `bazel test //...` skip it.
 
-Under --config=tsan they are skipped as well: ThreadSanitizer cannot see the
-synchronization inside the uninstrumented libtorch_cpu.so and libgomp.so
-(checked: 3 of 3 test binaries report races whose both sides are torch
-code, e.g. an OpenMP worker's memcpy in unfolded2d_copy against the main
-thread's free, or torch's lazily created CPU generator), and a suppression
-by library would also hide races in ddpx's autograd hooks, which run under
-libtorch frames. An instrumented libtorch (built from source with
--fsanitize=thread) would be needed. ASan and UBSan (--config=asan) work with
-the uninstrumented library and run these tests. Under --config=cuda they are
-skipped too: the wrapper takes CPU modules only, so that build would compile
-the same code a second time.
+They build and run under every configuration. --config=asan (ASan and
+UBSan) works with the uninstrumented library. Under --config=tsan,
+ThreadSanitizer cannot see the synchronization inside the uninstrumented
+libtorch_cpu.so and libgomp.so; tests/tsan_suppressions.cc names the torch
+functions whose lazily built singletons and OpenMP hand-offs it misreads,
+and //tests/torch:tsan_sees_hook_races_test checks that a race in an
+autograd hook (where ddpx's DDP runs) is still reported. Under
+--config=cuda they also link torch's CUDA half (@torch//:libtorch_cuda), and
+the wrapper takes CUDA modules.
 """
 
 load("@rules_cc//cc:defs.bzl", "cc_binary", "cc_library", "cc_test")
@@ -44,6 +42,8 @@ TORCH_COPTS = ["-std=c++20"]
 # An executable's own link flags come before its dependencies' on Bazel's
 # link line, and `-L` applies to every `-l` wherever it stands (the torch
 # folder's -L comes from @torch//:libtorch), so these fix the order.
+# //tests/torch:load_order_test checks which library each shared name binds
+# to in a binary linked this way.
 TORCH_EXECUTABLE_LINKOPTS = [
     "-Wl,--push-state,--no-as-needed",
     "-lgloo",
@@ -52,27 +52,17 @@ TORCH_EXECUTABLE_LINKOPTS = [
     "-Wl,--pop-state",
 ]
 
-def not_under_tsan():
-    """target_compatible_with value: incompatible under --config=tsan."""
+def torch_cuda_deps():
+    """Under --config=cuda: the CUDA half of torch (DDPX_TORCH_CUDA defined,
+    libtorch_cuda.so loaded so torch can make CUDA tensors)."""
     return select({
-        "//build_defs:tsan": ["//build_defs:libtorch_is_not_thread_sanitizer_instrumented"],
-        "//conditions:default": [],
-    })
-
-def not_under_cuda():
-    """target_compatible_with value: incompatible under --config=cuda (the
-    libtorch wrapper takes CPU modules; that build would recompile the same
-    code)."""
-    return select({
-        "//build_defs:cuda": ["//build_defs:libtorch_targets_are_cpu_only"],
+        "//build_defs:cuda": ["@torch//:libtorch_cuda"],
         "//conditions:default": [],
     })
 
 def _torch_kwargs(kwargs, executable = False):
     kwargs["copts"] = TORCH_COPTS + kwargs.get("copts", [])
-    kwargs["deps"] = kwargs.get("deps", []) + ["@torch//:libtorch"]
-    kwargs["target_compatible_with"] = (not_under_tsan() + not_under_cuda() +
-                                        kwargs.get("target_compatible_with", []))
+    kwargs["deps"] = kwargs.get("deps", []) + ["@torch//:libtorch"] + torch_cuda_deps()
     if executable:
         kwargs["linkopts"] = TORCH_EXECUTABLE_LINKOPTS + kwargs.get("linkopts", [])
     return kwargs

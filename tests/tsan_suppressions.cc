@@ -1,4 +1,5 @@
-// Debian's libraries (libgloo, libopenblas, libabsl) are not built with
+// Debian's libraries (libgloo, libopenblas, libabsl) and the torch wheel's
+// (libtorch_cpu, libgomp) are not built with
 // ThreadSanitizer, so TSan cannot see their synchronization and reports races
 // inside them (Gloo's TCP pairs reading and writing one socket from two
 // threads; exceptions Gloo rethrows on another thread; absl::Status and std::exception_ptr reference counts dropped in an
@@ -17,6 +18,25 @@ extern "C" const char* __tsan_default_suppressions() {
          // after the reference count, kept inside libabsl_status, hit zero:
          // TSan sees neither the count nor the frames that free it.
          "race:absl::debian3::Status::message\n"
+         // libtorch_cpu.so and libgomp.so.1 are not instrumented either. What
+         // TSan cannot see there: the guards of torch's lazily built
+         // singletons (the default CPU generator, oneDNN's kernel lists and
+         // primitive cache, TorchScript's name mangler and the type and
+         // rewrite-pattern caches serialization fills), and the barriers
+         // between torch's kernels (at::native) on OpenMP worker threads and
+         // the thread that frees their tensors. TSan sees torch's side of
+         // these only through memcpy/new interceptors called from torch's
+         // own functions, which these name. A race in ddpx's autograd hooks,
+         // which run under libtorch's AccumulateGrad frames, is still
+         // reported (tests/torch:tsan_sees_hook_races_test). Not
+         // called_from_lib:libtorch_cpu.so: it would also drop the mutexes
+         // torch locks, then report their unlocks in torch's header code.
+         "race:at::detail::createCPUGenerator\n"
+         "race:dnnl::impl::\n"
+         "race:torch::jit::\n"
+         "race:c10::ListType\n"
+         "race:c10::QualifiedName\n"
+         "race:at::native::\n"
          "called_from_lib:libopenblas.so.0\n"
          "called_from_lib:libabsl_synchronization.so.20220623\n"
          "called_from_lib:libabsl_status.so.20220623\n";

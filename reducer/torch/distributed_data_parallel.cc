@@ -28,6 +28,14 @@
 #include "hooks/registry.h"
 #include "reducer/model_parameters.h"
 
+#ifdef DDPX_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include <optional>
+
+#include "cuda/stream.h"
+#endif
+
 namespace ddpx {
 namespace torch {
 namespace {
@@ -68,20 +76,37 @@ std::string describe(const at::Tensor& t) {
                       t.device().str());
 }
 
+absl::StatusOr<Device> to_ddpx(const c10::Device& d, const std::string& what) {
+  if (d.is_cpu()) return Device::cpu();
+#ifdef DDPX_TORCH_CUDA
+  if (d.is_cuda()) return Device::cuda(d.has_index() ? d.index() : 0);
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " is on ", d.str(), "; ddpx::torch::DistributedDataParallel takes CPU and CUDA "
+      "modules"));
+#else
+  return absl::InvalidArgumentError(absl::StrCat(
+      what, " is on ", d.str(), "; this build takes CPU modules (CUDA modules need "
+      "--config=cuda and a CUDA build of torch)"));
+#endif
+}
+
+c10::Device to_torch(const Device& d) {
+  if (d.is_cuda()) return c10::Device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(d.index));
+  return c10::Device(c10::DeviceType::CPU);
+}
+
 // A ddpx Tensor over a torch tensor's memory (the caller keeps `t` alive).
 absl::StatusOr<Tensor> borrow(const at::Tensor& t, const std::string& what) {
-  if (!t.device().is_cpu()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        what, " is on ", t.device().str(), "; ddpx::torch::DistributedDataParallel takes CPU "
-        "modules"));
-  }
+  absl::StatusOr<Device> device = to_ddpx(t.device(), what);
+  if (!device.ok()) return device.status();
   if (!t.is_contiguous()) {
     return absl::InvalidArgumentError(absl::StrCat(
         what, " is not contiguous (", describe(t), "); make it contiguous before wrapping"));
   }
   absl::StatusOr<DType> dtype = to_ddpx(t.scalar_type());
   if (!dtype.ok()) return absl::InvalidArgumentError(absl::StrCat(what, ": ", dtype.status().message()));
-  return Tensor::from_blob(t.data_ptr(), Shape(t.sizes().begin(), t.sizes().end()), *dtype);
+  return Tensor::from_blob(t.data_ptr(), Shape(t.sizes().begin(), t.sizes().end()), *dtype,
+                           *device);
 }
 
 // A torch tensor over a ddpx tensor's memory; keeps that storage alive.
@@ -89,8 +114,34 @@ at::Tensor as_torch(const Tensor& t) {
   std::shared_ptr<Storage> storage = t.storage();
   return ::torch::from_blob(
       t.data(), std::vector<int64_t>(t.shape().begin(), t.shape().end()),
-      [storage](void*) {}, at::TensorOptions().dtype(to_torch(t.dtype())));
+      [storage](void*) {},
+      at::TensorOptions().dtype(to_torch(t.dtype())).device(to_torch(t.device())));
 }
+
+// For a CUDA module: makes torch's current stream of its device ddpx's
+// current stream while DDP runs ddpx code. ddpx's NCCL backend starts each
+// collective after the caller's current stream has reached it and makes that
+// stream wait for the result (cuda/stream.h), so the collectives come after
+// the kernels autograd queued for the gradients and before whatever torch
+// queues next, as for torch's own DDP. Nothing for a CPU module.
+class TorchStreamScope {
+ public:
+  explicit TorchStreamScope(const c10::Device& device) {
+#ifdef DDPX_TORCH_CUDA
+    if (device.is_cuda()) {
+      const c10::DeviceIndex index = device.has_index() ? device.index() : 0;
+      guard_.emplace(index, c10::cuda::getCurrentCUDAStream(index).stream());
+    }
+#else
+    (void)device;
+#endif
+  }
+
+ private:
+#ifdef DDPX_TORCH_CUDA
+  std::optional<StreamGuard> guard_;
+#endif
+};
 
 }  // namespace
 
@@ -125,6 +176,8 @@ struct DistributedDataParallel::Impl {
   std::vector<Param> params;
   std::vector<Buf> buffers;
   std::vector<std::string> names;
+  // Where every parameter and buffer is (one device per module).
+  c10::Device device = c10::Device(c10::DeviceType::CPU);
 
   // The step in progress (from the first hook of a backward pass to its
   // final callback).
@@ -284,6 +337,7 @@ void DistributedDataParallel::Impl::point_grads_at_views() {
 }
 
 void DistributedDataParallel::Impl::on_grad_ready(size_t i) {
+  TorchStreamScope stream(device);
   if (step_active && step_token.expired()) abandon_step();  // the last backward threw
   if (!step_active) begin_step();
   if (marked[i]) {
@@ -306,6 +360,7 @@ void DistributedDataParallel::Impl::on_grad_ready(size_t i) {
 void DistributedDataParallel::Impl::finalize_step(uint64_t gen) {
   if (!step_active || gen != generation) return;  // abandoned meanwhile
   step_active = false;
+  TorchStreamScope stream(device);
   for (size_t i = 0; i < params.size(); ++i) {
     if (params[i].trainable && !marked[i]) sync_grad(i, /*unused=*/true);
   }
@@ -351,10 +406,24 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   impl->module = module;
   impl->pg = pg;
   impl->options = options;
+  bool device_known = false;
+  // One device per module: the buckets and the stream DDP follows are its.
+  auto check_device = [&](const at::Tensor& t, const std::string& what) -> absl::Status {
+    if (!device_known) {
+      impl->device = t.device();
+      device_known = true;
+    } else if (t.device() != impl->device) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "DDP: ", what, " is on ", t.device().str(), ", the module's first tensor on ",
+          impl->device.str(), "; wrap a module that lives on one device"));
+    }
+    return absl::OkStatus();
+  };
   for (const auto& item : module->named_parameters(/*recurse=*/true)) {
     Impl::Param p;
     p.name = item.key();
     p.tensor = item.value();
+    if (absl::Status s = check_device(p.tensor, "parameter '" + p.name + "'"); !s.ok()) return s;
     p.impl = p.tensor.unsafeGetTensorImpl();
     p.data = p.tensor.data_ptr();
     p.sizes = p.tensor.sizes().vec();
@@ -380,6 +449,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
     Impl::Buf b;
     b.name = item.key();
     b.tensor = item.value();
+    if (absl::Status s = check_device(b.tensor, "buffer '" + b.name + "'"); !s.ok()) return s;
     b.impl = b.tensor.unsafeGetTensorImpl();
     b.data = b.tensor.data_ptr();
     absl::StatusOr<Tensor> value = borrow(b.tensor, "DDP: buffer '" + b.name + "'");
@@ -404,6 +474,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
   {
     // Broadcasting from rank 0 writes into the parameters: not an autograd op.
     ::torch::NoGradGuard no_grad;
+    TorchStreamScope stream(impl->device);
     absl::StatusOr<std::unique_ptr<::ddpx::DistributedDataParallel>> core =
         ::ddpx::DistributedDataParallel::create(impl->mirror, pg, ro);
     if (!core.ok()) return core.status();
@@ -579,6 +650,7 @@ absl::Status Join::join() {
   absl::Status s;
   {
     ::torch::NoGradGuard no_grad;
+    TorchStreamScope stream(ddp_.impl_->device);
     s = join_.join();
   }
   ddp_.impl_->join_active = false;

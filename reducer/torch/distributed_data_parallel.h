@@ -18,7 +18,9 @@
 // broadcast from rank 0). Errors inside backward are thrown from
 // backward() as ddpx::torch::DDPError.
 //
-// CPU modules with contiguous float32/float64/float16/bfloat16 parameters.
+// Modules on one device with contiguous float32/float64/float16/bfloat16
+// parameters: the CPU, or (built with --config=cuda) a CUDA device, where
+// DDP's collectives follow torch's current stream.
 // This header does not include torch (the implementation does): it builds
 // as C++17 or C++20.
 #ifndef DDPX_REDUCER_TORCH_DISTRIBUTED_DATA_PARALLEL_H_
@@ -90,8 +92,8 @@ class DistributedDataParallel {
  public:
   // Collective: every rank of `pg` calls it with its replica of the model.
   // Errors name the first parameter that differs between ranks (shape,
-  // dtype, count), a parameter that is not on the CPU or not contiguous, a
-  // bad hook spec.
+  // dtype, count), tensors on two devices or on one this build does not
+  // take, a parameter that is not contiguous, a bad hook spec.
   static absl::StatusOr<std::unique_ptr<DistributedDataParallel>> create(
       std::shared_ptr<::torch::nn::Module> module, std::shared_ptr<ProcessGroup> pg,
       const DDPOptions& options = {});

@@ -443,6 +443,17 @@ TEST(TorchDdp, BadUseGivesAClearError) {
         EXPECT_NE(m.find("it has 7 parameters, it had 6"), std::string::npos) << m;
       }
     }
+    {
+      // Tensors on two devices (meta stands in for a second device here).
+      TinyNet model = make_tiny();
+      model->register_buffer("elsewhere", at::zeros({2}, at::TensorOptions().device(at::kMeta)));
+      auto ddp = DistributedDataParallel::create(model, pg);
+      ASSERT_FALSE(ddp.ok());
+      const std::string m(ddp.status().message());
+      EXPECT_NE(m.find("buffer 'elsewhere' is on meta, the module's first tensor on cpu"),
+                std::string::npos)
+          << m;
+    }
   });
 }
 
