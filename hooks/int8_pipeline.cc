@@ -1,22 +1,18 @@
 #include "hooks/int8_pipeline.h"
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "hooks/bytegrad.h"
 #include "hooks/kernels/cpu_kernels.h"
+#include "process_group/piece_layout.h"
+#include "process_group/work.h"
 
 namespace ddpx {
 namespace {
 
-absl::Status finished(const char* step, const std::shared_ptr<Work>& work) {
-  absl::Status s = work->wait();
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat("int8 hook (", step, "): ", s.message()));
-}
+constexpr char kAlgorithm[] = "int8 hook";
 
 // One piece of a bucket and its buffers.
 struct Piece {
@@ -94,39 +90,15 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   const int64_t local_size = local_ != nullptr ? local_->size() : 1;
   const int hosts = cross_->size();
   const int host = cross_->rank();
-  const int64_t n = data.numel();
-  const int64_t per_piece =
-      std::max<int64_t>(local_size, kPieceBytes / 4 / local_size * local_size);
-  const int64_t pieces = std::max<int64_t>(1, (n + per_piece - 1) / per_piece);
-  const int64_t last = n - (pieces - 1) * per_piece;
-  const int64_t last_slice = (last + local_size - 1) / local_size;
-  const bool pad_last = last_slice * local_size != last;
-  const int64_t slice_elements = (pieces - 1) * (per_piece / local_size) + last_slice;
-  const int64_t scratch =
-      (local_ != nullptr ? slice_elements : 0) + (pad_last ? last_slice * local_size : 0);
-  if (scratch > 0 && (!slices_.defined() || slices_.numel() < scratch)) {
-    slices_ = Tensor::zeros({scratch}, DType::kFloat32);
-  }
-  float* base = data.data_as<float>();
+  const PieceLayout layout(data.numel(), sizeof(float), kPieceBytes, local_size);
+  const int64_t pieces = layout.pieces();
+  const std::vector<PieceLayout::Piece> placed =
+      layout.place(data, slices_, /*own_slices=*/local_ != nullptr);
   std::vector<Piece> piece(pieces);
-  int64_t offset = 0;
   for (int64_t p = 0; p < pieces; ++p) {
-    const int64_t length = p + 1 < pieces ? per_piece : last;
-    const int64_t slice = (length + local_size - 1) / local_size;
-    float* in_bucket = base + p * per_piece;
-    if (slice * local_size == length) {
-      piece[p].whole = Tensor::from_blob(in_bucket, {length}, DType::kFloat32);
-    } else {  // zeros after the end: summed with zeros only, never decoded into the bucket
-      float* padded = slices_.data_as<float>() + (local_ != nullptr ? slice_elements : 0);
-      memcpy(padded, in_bucket, length * sizeof(float));
-      std::fill(padded + length, padded + slice * local_size, 0.0f);
-      piece[p].whole = Tensor::from_blob(padded, {slice * local_size}, DType::kFloat32);
-    }
-    piece[p].mine = local_ != nullptr
-                        ? Tensor::from_blob(slices_.data_as<float>() + offset, {slice}, DType::kFloat32)
-                        : piece[p].whole;
-    piece[p].layout = ChunkLayout(slice, hosts);
-    offset += slice;
+    piece[p].whole = placed[p].whole;
+    piece[p].mine = placed[p].mine;
+    piece[p].layout = ChunkLayout(layout.slice(p), hosts);
   }
   if (local_ != nullptr && counter_ != nullptr) {  // float32 inside the host: reduce-scatter, allgather
     const uint64_t local_wire = data.nbytes() * (local_size - 1) / local_size;
@@ -142,9 +114,8 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   // Stage A: the host's average of this rank's slice, quantized, sent across.
   auto quantize_and_send = [&](Piece& q) -> absl::Status {
     if (local_ != nullptr) {
-      if (absl::Status s = finished("reduce-scatter inside the host", q.scattered); !s.ok()) {
-        return s;
-      }
+      absl::Status s = wait_step(q.scattered, kAlgorithm, "reduce-scatter inside the host");
+      if (!s.ok()) return s;
       kernels::divide(q.mine.data_as<float>(), q.mine.numel(), static_cast<float>(local_size));
     }
     q.send = bytegrad_quantize(q.mine, q.layout);
@@ -164,7 +135,8 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   // Stage B: this rank's chunk averaged over the hosts, shared with them.
   auto average_and_share = [&](Piece& q) -> absl::Status {
     if (q.exchanged != nullptr) {
-      if (absl::Status s = finished("alltoall across hosts", q.exchanged); !s.ok()) return s;
+      absl::Status s = wait_step(q.exchanged, kAlgorithm, "alltoall across hosts");
+      if (!s.ok()) return s;
     }
     q.own = bytegrad_average_own_chunk(q.received, q.layout, host);
     q.gathered = Tensor::zeros({q.send.numel()}, DType::kUInt8);
@@ -178,7 +150,8 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   // Stage C: the averaged slice decoded and allgathered inside the host.
   auto decode_and_gather = [&](Piece& q) -> absl::Status {
     if (q.shared != nullptr) {
-      if (absl::Status s = finished("allgather across hosts", q.shared); !s.ok()) return s;
+      absl::Status s = wait_step(q.shared, kAlgorithm, "allgather across hosts");
+      if (!s.ok()) return s;
     }
     bytegrad_decode(q.gathered, q.layout, q.mine);
     if (local_ != nullptr) q.gathered_locally = local_->allgather_into_tensor(q.whole, q.mine);
@@ -200,12 +173,12 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
         {"allgather inside the host", &q.gathered_locally}};
     for (const auto& [step, work] : steps) {
       if (*work == nullptr) continue;
-      absl::Status s = finished(step, *work);
+      absl::Status s = wait_step(*work, kAlgorithm, step);
       if (status.ok()) status = s;
     }
   }
   if (!status.ok()) return status;
-  if (pad_last) memcpy(base + (pieces - 1) * per_piece, piece.back().whole.data(), last * sizeof(float));
+  layout.copy_back(data, placed);
   return absl::OkStatus();
 }
 
