@@ -21,6 +21,18 @@ std::vector<float> counting(int64_t n) {
 // The scratch is bytes; the pieces in it are float32.
 float* floats(const Tensor& t) { return static_cast<float*>(t.data()); }
 
+// `layout`'s pieces of the floats 1..n, over a fresh scratch.
+struct Placed {
+  Tensor data, scratch;
+  std::vector<PieceLayout::Piece> pieces;
+};
+Placed place_counting(const PieceLayout& layout, int64_t n, bool own_slices) {
+  Placed p;
+  p.data = Tensor::from_vector<float>(counting(n));
+  p.pieces = layout.place(p.data, p.scratch, own_slices);
+  return p;
+}
+
 TEST(PieceLayout, PiecesAreMultiplesOfTheSliceCountAndOnlyTheLastPads) {
   const PieceLayout exact(24, 4, kPieceBytes, 4);
   EXPECT_EQ(exact.pieces(), 3);
@@ -50,17 +62,15 @@ TEST(PieceLayout, APieceHoldsAtLeastOneElementPerSlice) {
 }
 
 TEST(PieceLayout, WholePiecesStayInPlaceAndSlicesShareTheScratch) {
-  const PieceLayout layout(24, 4, kPieceBytes, 4);
-  Tensor data = Tensor::from_vector<float>(counting(24));
-  Tensor scratch;
-  const std::vector<PieceLayout::Piece> placed = layout.place(data, scratch, true);
-  ASSERT_EQ(placed.size(), 3u);
-  ASSERT_TRUE(scratch.defined());
+  const Placed placed = place_counting(PieceLayout(24, 4, kPieceBytes, 4), 24, true);
+  ASSERT_EQ(placed.pieces.size(), 3u);
+  ASSERT_TRUE(placed.scratch.defined());
   for (int p = 0; p < 3; ++p) {
-    EXPECT_EQ(floats(placed[p].whole), floats(data) + 8 * p);
-    EXPECT_EQ(placed[p].whole.numel(), 8);
-    EXPECT_EQ(placed[p].mine.numel(), 2);
-    EXPECT_EQ(floats(placed[p].mine), floats(scratch) + 2 * p);  // one after the other
+    EXPECT_EQ(floats(placed.pieces[p].whole), floats(placed.data) + 8 * p);
+    EXPECT_EQ(placed.pieces[p].whole.numel(), 8);
+    EXPECT_EQ(placed.pieces[p].mine.numel(), 2);
+    // One after the other in the scratch.
+    EXPECT_EQ(floats(placed.pieces[p].mine), floats(placed.scratch) + 2 * p);
   }
 }
 
@@ -85,15 +95,12 @@ TEST(PieceLayout, TheLastPieceIsPaddedWithZerosAfterTheSlicesAndCopiedBack) {
 }
 
 TEST(PieceLayout, WithoutOwnSlicesMineIsTheWholePieceAndTheScratchOnlyPads) {
-  const PieceLayout layout(21, 4, kPieceBytes, 4);
-  Tensor data = Tensor::from_vector<float>(counting(21));
-  Tensor scratch;
-  const std::vector<PieceLayout::Piece> placed = layout.place(data, scratch, false);
-  ASSERT_EQ(placed.size(), 3u);
-  EXPECT_EQ(floats(placed[0].mine), floats(data));
-  EXPECT_EQ(floats(placed[2].mine), floats(placed[2].whole));
-  EXPECT_EQ(floats(placed[2].whole), floats(scratch));
-  EXPECT_EQ(static_cast<int64_t>(scratch.nbytes()), 8 * 4);
+  const Placed placed = place_counting(PieceLayout(21, 4, kPieceBytes, 4), 21, false);
+  ASSERT_EQ(placed.pieces.size(), 3u);
+  EXPECT_EQ(floats(placed.pieces[0].mine), floats(placed.data));
+  EXPECT_EQ(floats(placed.pieces[2].mine), floats(placed.pieces[2].whole));
+  EXPECT_EQ(floats(placed.pieces[2].whole), floats(placed.scratch));
+  EXPECT_EQ(static_cast<int64_t>(placed.scratch.nbytes()), 8 * 4);
 }
 
 TEST(PieceLayout, ALargeEnoughScratchIsReused) {
