@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,31 +28,12 @@
 #include "examples/trainer/cli.h"
 #include "examples/trainer/ddp_sync.h"
 #include "examples/trainer/fault_injection.h"
-#include "examples/trainer/init_flags.h"
+#include "examples/trainer/launch_flags.h"
 #include "examples/trainer/pg_allreduce_sync.h"
 #include "examples/trainer/trainer.h"
 #include "hooks/registry.h"
 #include "process_group/init.h"
 
-ABSL_FLAG(int, nproc, 1, "Local ranks to start when not already under a launcher.");
-ABSL_FLAG(std::string, init, "env://",
-          "Rendezvous: env:// (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, SLURM_*, "
-          "OMPI_*), tcp://host:port or file:///path (these two with --rank and "
-          "--world_size, or RANK and WORLD_SIZE).");
-ABSL_FLAG(int, rank, -1, "This process's rank (-1: from RANK, or launch --nproc local ranks).");
-ABSL_FLAG(int, world_size, -1, "Ranks in the job (-1: from WORLD_SIZE).");
-ABSL_FLAG(std::string, job_id, "",
-          "Job id every rank states at rendezvous, so ranks of another job (or another "
-          "world size) are refused: default SLURM_JOB_ID, else TORCHELASTIC_RUN_ID, else "
-          "one chosen by the local launch (--nproc).");
-ABSL_FLAG(std::string, iface, "",
-          "Network interface the ranks bind (e.g. eth0); empty: DDPX_GLOO_SOCKET_IFNAME, "
-          "else GLOO_SOCKET_IFNAME, else the host name's address (docs/multi_host.md).");
-ABSL_FLAG(std::string, backend, "gloo", "Process-group backend: gloo, nccl, round_robin:gloo*2.");
-ABSL_FLAG(std::string, hook, "allreduce",
-          "Communication hook spec for the hooks registry, options included "
-          "(allreduce, fp16, bf16, powersgd, powersgd:rank=2, batched_powersgd, int8, "
-          "noop, fp16+powersgd, ...).");
 ABSL_FLAG(std::string, sync, "ddp",
           "ddp: DistributedDataParallel with --hook; per_param: one allreduce per "
           "parameter on the process group (baseline without buckets or hooks).");
@@ -94,7 +76,6 @@ ABSL_FLAG(int64_t, eval_every, 0,
 ABSL_FLAG(std::string, data_dir, ddpx::data::kDefaultFashionMnistDir,
           "Folder holding Fashion-MNIST's IDX .gz files.");
 ABSL_FLAG(int, blas_threads, 0, "OpenBLAS threads per rank (0: cores / local ranks).");
-ABSL_FLAG(int, timeout_s, 300, "Collective and rendezvous timeout in seconds.");
 ABSL_FLAG(std::string, trace_dir, "",
           "Flight recorder dumps go here, one rank<R>.jsonl per rank (sets DDPX_TRACE_DIR): "
           "when an op fails, on SIGUSR1, and when another rank's op failed. "
@@ -139,10 +120,8 @@ int main(int argc, char** argv) {
       "  train --nproc=4 --backend=gloo --hook=powersgd\n"
       "  srun -n 4 train --init=env://");
   absl::ParseCommandLine(argc, argv);
-  if (!ddpx::trainer::launched_as_rank(absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_init),
-                                       absl::GetFlag(FLAGS_nproc))) {
-    return ddpx::trainer::launch_local(absl::GetFlag(FLAGS_nproc), absl::GetFlag(FLAGS_job_id),
-                                       argc, argv);
+  if (std::optional<int> launched = ddpx::trainer::launch_unless_rank(argc, argv)) {
+    return *launched;
   }
 
   int blas_threads = absl::GetFlag(FLAGS_blas_threads);
@@ -152,17 +131,12 @@ int main(int argc, char** argv) {
   }
   openblas_set_num_threads(blas_threads);
 
-  ddpx::InitOptions init;
-  init.backend = absl::GetFlag(FLAGS_backend);
-  absl::Status flags_ok = ddpx::trainer::resolve_init_flags(
-      {absl::GetFlag(FLAGS_init), absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_world_size),
-       absl::GetFlag(FLAGS_job_id)},
-      [](const char* name) { return getenv(name); }, &init);
-  if (!flags_ok.ok()) {
-    fprintf(stderr, "train: %s\n", std::string(flags_ok.message()).c_str());
+  absl::StatusOr<ddpx::InitOptions> init_or = ddpx::trainer::init_options_from_flags();
+  if (!init_or.ok()) {
+    fprintf(stderr, "train: %s\n", std::string(init_or.status().message()).c_str());
     return 2;
   }
-  init.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
+  const ddpx::InitOptions& init = *init_or;
   if (const std::string dir = absl::GetFlag(FLAGS_trace_dir); !dir.empty()) {
     setenv("DDPX_TRACE_DIR", dir.c_str(), 1);  // read by init_process_group
   }
@@ -172,10 +146,6 @@ int main(int argc, char** argv) {
   if (absl::Status s = ddpx::trainer::check_fault_kind(fault.kind); !s.ok()) {
     fprintf(stderr, "train: %s\n", std::string(s.message()).c_str());
     return 2;
-  }
-  // The Gloo backend (and every group built later) reads it from there.
-  if (const std::string iface = absl::GetFlag(FLAGS_iface); !iface.empty()) {
-    setenv("DDPX_GLOO_SOCKET_IFNAME", iface.c_str(), 1);
   }
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
   if (!pg.ok()) {

@@ -1,22 +1,17 @@
 #include "hooks/int8_pipeline.h"
 
-#include <algorithm>
 #include <cstring>
 #include <utility>
 #include <vector>
 
-#include "absl/strings/str_cat.h"
 #include "hooks/bytegrad.h"
 #include "hooks/kernels/cpu_kernels.h"
+#include "process_group/work.h"
 
 namespace ddpx {
 namespace {
 
-absl::Status finished(const char* step, const std::shared_ptr<Work>& work) {
-  absl::Status s = work->wait();
-  if (s.ok()) return s;
-  return absl::Status(s.code(), absl::StrCat("int8 hook (", step, "): ", s.message()));
-}
+constexpr char kAlgorithm[] = "int8 hook";
 
 // One piece of a bucket and its buffers.
 struct Piece {
@@ -174,9 +169,8 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   // Stage A: the host's average of this rank's slice, quantized, sent across.
   auto quantize_and_send = [&](Piece& q) -> absl::Status {
     if (local_ != nullptr) {
-      if (absl::Status s = finished("reduce-scatter inside the host", q.scattered); !s.ok()) {
-        return s;
-      }
+      absl::Status s = wait_step(q.scattered, kAlgorithm, "reduce-scatter inside the host");
+      if (!s.ok()) return s;
       kernels::divide(q.mine.data_as<float>(), q.mine.numel(), static_cast<float>(local_size));
     }
     q.send = bytegrad_quantize(q.mine, q.layout);
@@ -196,7 +190,8 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   // Stage B: this rank's chunk averaged over the hosts, shared with them.
   auto average_and_share = [&](Piece& q) -> absl::Status {
     if (q.exchanged != nullptr) {
-      if (absl::Status s = finished("alltoall across hosts", q.exchanged); !s.ok()) return s;
+      absl::Status s = wait_step(q.exchanged, kAlgorithm, "alltoall across hosts");
+      if (!s.ok()) return s;
     }
     q.own = bytegrad_average_own_chunk(q.received, q.layout, host);
     q.gathered = Tensor::zeros({q.send.numel()}, DType::kUInt8);
@@ -211,7 +206,8 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   // quarter of the float32 slice's bytes); flat mode decodes here.
   auto gather_records = [&](Piece& q) -> absl::Status {
     if (q.shared != nullptr) {
-      if (absl::Status s = finished("allgather across hosts", q.shared); !s.ok()) return s;
+      absl::Status s = wait_step(q.shared, kAlgorithm, "allgather across hosts");
+      if (!s.ok()) return s;
     }
     if (local_ == nullptr) {
       bytegrad_decode(q.gathered, q.layout, q.mine);
@@ -228,9 +224,8 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   // Stage D (hierarchical): every local rank's slice decoded into the piece;
   // the same bytes decode to the same bits on every rank.
   auto decode_host = [&](Piece& q) -> absl::Status {
-    if (absl::Status s = finished("allgather inside the host", q.gathered_locally); !s.ok()) {
-      return s;
-    }
+    absl::Status s = wait_step(q.gathered_locally, kAlgorithm, "allgather inside the host");
+    if (!s.ok()) return s;
     const int64_t slice = q.mine.numel();
     const int64_t records = q.gathered.numel();
     for (int64_t j = 0; j < local_size; ++j) {
@@ -269,7 +264,7 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
         {"allgather inside the host", &q.gathered_locally}};
     for (const auto& [step, work] : steps) {
       if (*work == nullptr) continue;
-      absl::Status s = finished(step, *work);
+      absl::Status s = wait_step(*work, kAlgorithm, step);
       if (status.ok()) status = s;
     }
   }

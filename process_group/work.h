@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/string_view.h"
 #include "process_group/future.h"
 #include "process_group/options.h"
 #include "process_group/tensor.h"
@@ -83,6 +85,16 @@ class FutureWork : public Work {
  private:
   std::atomic<int> source_rank_{-1};
 };
+
+// Waits for one step of an algorithm made of several ops; a failure keeps
+// its code and says "<algorithm> (<step>): " first, so the error names the
+// step that failed, not just the op.
+inline absl::Status wait_step(const std::shared_ptr<Work>& work, absl::string_view algorithm,
+                              absl::string_view step) {
+  absl::Status s = work->wait();
+  if (s.ok()) return s;
+  return absl::Status(s.code(), absl::StrCat(algorithm, " (", step, "): ", s.message()));
+}
 
 }  // namespace ddpx
 

@@ -6,6 +6,12 @@
 // uninstrumented library). These suppressions name only those libraries and
 // their functions, never our code. .bazelrc's tsan config links tests
 // statically (--dynamic_mode=off) so TSan finds this function in the binary.
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
 extern "C" const char* __tsan_default_suppressions() {
   return "race:libgloo.so.0\n"
          // Exceptions Gloo stores and rethrows on another thread: their
@@ -13,7 +19,12 @@ extern "C" const char* __tsan_default_suppressions() {
          "race:__cxa_allocate_exception\n"
          "race:gloo::Exception::~Exception\n"
          "race:std::__exception_ptr::exception_ptr::_M_release\n"
-         "race:absl::debian3::Status::UnrefNonInlined\n"
+         // The last reference to a Status rep dropped on another thread:
+         // Status::Unref calls UnrefNonInlined inside libabsl_status, whose
+         // decrement TSan does not see, so the free it ends in looks like a
+         // race with the other thread's (instrumented) increment. Matches
+         // both functions.
+         "race:absl::debian3::Status::Unref\n"
          // A Status message read, then the shared rep freed on another thread
          // after the reference count, kept inside libabsl_status, hit zero:
          // TSan sees neither the count nor the frames that free it.
@@ -41,3 +52,34 @@ extern "C" const char* __tsan_default_suppressions() {
          "called_from_lib:libabsl_synchronization.so.20220623\n"
          "called_from_lib:libabsl_status.so.20220623\n";
 }
+
+#if defined(__SANITIZE_THREAD__)
+namespace {
+
+// The programs a test starts (examples/train, examples/pg_only, ...) are
+// TSan-built without this file. They inherit the test's environment, so
+// the test hands them the same list as a file through TSAN_OPTIONS before
+// main() runs; a program that already got one (a helper binary linking this
+// file, started by a test) keeps it.
+const bool kChildrenGetTheSuppressions = [] {
+  const char* given = getenv("TSAN_OPTIONS");
+  std::string options = given != nullptr ? given : "";
+  if (options.find("suppressions=") != std::string::npos) return true;
+  const char* dir = getenv("TEST_TMPDIR");
+  const std::string path = std::string(dir != nullptr ? dir : "/tmp") + "/tsan_suppressions." +
+                           std::to_string(getpid());
+  FILE* f = fopen(path.c_str(), "w");
+  if (f == nullptr) {
+    fprintf(stderr, "tsan_suppressions: cannot write %s: the programs this test starts "
+                    "will report races inside Debian's libraries\n", path.c_str());
+    return false;
+  }
+  fputs(__tsan_default_suppressions(), f);
+  fclose(f);
+  options += (options.empty() ? "" : ":") + std::string("suppressions=") + path;
+  setenv("TSAN_OPTIONS", options.c_str(), 1);
+  return true;
+}();
+
+}  // namespace
+#endif

@@ -24,6 +24,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -39,31 +40,14 @@
 #include "examples/torch/cnn.h"
 #include "examples/trainer/checkpoint.h"
 #include "examples/trainer/cli.h"
-#include "examples/trainer/init_flags.h"
+#include "examples/trainer/launch_flags.h"
 #include "examples/trainer/lr_schedule.h"
 #include "examples/trainer/metrics.h"
 #include "process_group/init.h"
 #include "reducer/torch/distributed_data_parallel.h"
 
-ABSL_FLAG(int, nproc, 1, "Local ranks to start when not already under a launcher.");
-ABSL_FLAG(std::string, init, "env://",
-          "Rendezvous: env:// (MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE, SLURM_*, "
-          "OMPI_*), tcp://host:port or file:///path (these two with --rank and "
-          "--world_size, or RANK and WORLD_SIZE).");
-ABSL_FLAG(int, rank, -1, "This process's rank (-1: from RANK, or launch --nproc local ranks).");
-ABSL_FLAG(int, world_size, -1, "Ranks in the job (-1: from WORLD_SIZE).");
-ABSL_FLAG(std::string, job_id, "",
-          "Job id every rank states at rendezvous: default SLURM_JOB_ID, else "
-          "TORCHELASTIC_RUN_ID, else one chosen by the local launch (--nproc).");
-ABSL_FLAG(std::string, iface, "",
-          "Network interface the ranks bind (e.g. eth0); empty: DDPX_GLOO_SOCKET_IFNAME, "
-          "else GLOO_SOCKET_IFNAME, else the host name's address.");
-ABSL_FLAG(std::string, backend, "gloo", "Process-group backend: gloo, round_robin:gloo*2, ...");
 ABSL_FLAG(std::string, model, "cnn", "Model: cnn (the residual CNN of examples/torch/cnn.h).");
 ABSL_FLAG(int64_t, width, 16, "Channels of the CNN's first stage (the second has twice as many).");
-ABSL_FLAG(std::string, hook, "allreduce",
-          "Communication hook spec for the hooks registry (allreduce, fp16, bf16, "
-          "powersgd:rank=2,start_iter=10, batched_powersgd, int8, fp16+powersgd, ...).");
 ABSL_FLAG(int64_t, epochs, 5,
           "Epochs over the training set (5: 91% test accuracy with the default cosine "
           "schedule, a full point above 90%; 3 gives 90.1-90.4%).");
@@ -99,7 +83,6 @@ ABSL_FLAG(int64_t, eval_every, 0,
 ABSL_FLAG(std::string, data_dir, ddpx::data::kDefaultFashionMnistDir,
           "Folder holding Fashion-MNIST's IDX .gz files.");
 ABSL_FLAG(int, threads, 0, "torch (and OpenBLAS) threads per rank (0: cores / local ranks).");
-ABSL_FLAG(int, timeout_s, 300, "Collective and rendezvous timeout in seconds.");
 
 namespace {
 
@@ -285,10 +268,8 @@ int main(int argc, char** argv) {
       "Data-parallel training of a libtorch CNN on Fashion-MNIST with ddpx's DDP.\n"
       "  train --nproc=2 --model=cnn --hook=powersgd:rank=2,start_iter=10");
   absl::ParseCommandLine(argc, argv);
-  if (!ddpx::trainer::launched_as_rank(absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_init),
-                                       absl::GetFlag(FLAGS_nproc))) {
-    return ddpx::trainer::launch_local(absl::GetFlag(FLAGS_nproc), absl::GetFlag(FLAGS_job_id),
-                                       argc, argv);
+  if (std::optional<int> launched = ddpx::trainer::launch_unless_rank(argc, argv)) {
+    return *launched;
   }
   if (absl::GetFlag(FLAGS_model) != "cnn") {
     return fail("--model=" + absl::GetFlag(FLAGS_model) + ": expected cnn", 2);
@@ -301,17 +282,9 @@ int main(int argc, char** argv) {
   torch::set_num_threads(threads);
   openblas_set_num_threads(threads);
 
-  ddpx::InitOptions init;
-  init.backend = absl::GetFlag(FLAGS_backend);
-  absl::Status flags_ok = ddpx::trainer::resolve_init_flags(
-      {absl::GetFlag(FLAGS_init), absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_world_size),
-       absl::GetFlag(FLAGS_job_id)},
-      [](const char* name) { return getenv(name); }, &init);
-  if (!flags_ok.ok()) return fail(std::string(flags_ok.message()), 2);
-  init.timeout = std::chrono::seconds(absl::GetFlag(FLAGS_timeout_s));
-  if (const std::string iface = absl::GetFlag(FLAGS_iface); !iface.empty()) {
-    setenv("DDPX_GLOO_SOCKET_IFNAME", iface.c_str(), 1);
-  }
+  absl::StatusOr<ddpx::InitOptions> init_or = ddpx::trainer::init_options_from_flags();
+  if (!init_or.ok()) return fail(std::string(init_or.status().message()), 2);
+  const ddpx::InitOptions& init = *init_or;
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg_or = ddpx::init_process_group(init);
   if (!pg_or.ok()) {
     return fail(absl::StrCat("init_process_group(", init.backend, ", ", init.init_method,
@@ -426,7 +399,7 @@ int main(int argc, char** argv) {
   auto eval = [&]() { return evaluate(model, test_set->first, test_set->second, *pg); };
 
   ddpx::trainer::LiveLine live;
-  const int64_t log_every = absl::GetFlag(FLAGS_log_every);
+  ddpx::trainer::StepLog step_log(metrics, live, absl::GetFlag(FLAGS_log_every));
   const int64_t eval_every = absl::GetFlag(FLAGS_eval_every);
   const bool zero_in_place = ddp_options.gradient_as_bucket_view;
   bool stopped = false;
@@ -440,8 +413,7 @@ int main(int argc, char** argv) {
       const at::Tensor order_t =
           at::from_blob(const_cast<int64_t*>(order.data()), {(int64_t)order.size()}, at::kLong);
       const Clock::time_point epoch_start = Clock::now();
-      double window_time = 0, window_wait = 0;
-      int64_t window_steps = 0;
+      step_log.restart_window();
       for (; progress.step_in_epoch < steps_per_epoch; ++progress.step_in_epoch) {
         if (reached_max_steps()) {
           stopped = true;
@@ -472,35 +444,11 @@ int main(int argc, char** argv) {
         const ddpx::ReducerStats& st = ddp.stats();
         progress.epoch_loss_sum += loss_value;
         ++progress.epoch_loss_count;
-        window_time += step_time;
-        window_wait += st.comm_wait_seconds;
-        ++window_steps;
         if (lead) {
-          metrics.write(ddpx::trainer::JsonLine()
-                            .add("type", std::string("step"))
-                            .add("epoch", progress.epoch + 1)
-                            .add("step", progress.global_step)
-                            .add("loss", loss_value)
-                            .add("step_time_s", step_time)
-                            .add("comm_wait_s", st.comm_wait_seconds)
-                            .add("samples_per_s", world * batch / step_time)
-                            .add("bytes_sent", static_cast<int64_t>(st.bytes_communicated))
-                            .add("gradient_bytes", static_cast<int64_t>(st.gradient_bytes))
-                            .add("compression_ratio", st.compression_ratio)
-                            .add("lr", static_cast<double>(lr))
-                            .add("wall_s", wall()));
-          if (window_steps >= log_every || progress.step_in_epoch + 1 == steps_per_epoch) {
-            live.update(absl::StrFormat(
-                "epoch %lld/%lld step %lld/%lld | %.0f samples/s | loss %.4f | "
-                "sent %s/step | ratio %.1fx | comm wait %.1f ms/step",
-                (long long)progress.epoch + 1, (long long)epochs,
-                (long long)progress.step_in_epoch + 1, (long long)steps_per_epoch,
-                world * batch_size * window_steps / window_time, loss_value,
-                ddpx::trainer::human_bytes(double(st.bytes_communicated)), st.compression_ratio,
-                1000 * window_wait / window_steps));
-            window_time = window_wait = 0;
-            window_steps = 0;
-          }
+          step_log.write({progress.epoch, epochs, progress.step_in_epoch, steps_per_epoch,
+                          progress.global_step, world, batch, batch_size, loss_value, step_time,
+                          st.comm_wait_seconds, st.bytes_communicated, st.gradient_bytes,
+                          st.compression_ratio, static_cast<double>(lr), wall()});
         }
         if (eval_every > 0 && progress.global_step % eval_every == 0) {
           absl::StatusOr<Evaluation> e = eval();

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
+
 namespace ddpx::trainer {
 
 void JsonLine::key(const std::string& k) {
@@ -87,6 +89,39 @@ void LiveLine::finish() {
   if (open_) printf("\n");
   open_ = false;
   fflush(stdout);
+}
+
+JsonLine step_json(const StepReport& step) {
+  return JsonLine()
+      .add("type", std::string("step"))
+      .add("epoch", step.epoch + 1)
+      .add("step", step.global_step)
+      .add("loss", step.loss)
+      .add("step_time_s", step.step_time_s)
+      .add("comm_wait_s", step.comm_wait_s)
+      .add("samples_per_s", step.world_size * step.batch / step.step_time_s)
+      .add("bytes_sent", static_cast<int64_t>(step.bytes_sent))
+      .add("gradient_bytes", static_cast<int64_t>(step.gradient_bytes))
+      .add("compression_ratio", step.compression_ratio)
+      .add("lr", step.lr)
+      .add("wall_s", step.wall_s);
+}
+
+void StepLog::write(const StepReport& step) {
+  metrics_.write(step_json(step));
+  window_time_ += step.step_time_s;
+  window_wait_ += step.comm_wait_s;
+  ++window_steps_;
+  if (window_steps_ < log_every_ && step.step_in_epoch + 1 != step.steps_per_epoch) return;
+  live_.update(absl::StrFormat(
+      "epoch %lld/%lld step %lld/%lld | %.0f samples/s | loss %.4f | "
+      "sent %s/step | ratio %.1fx | comm wait %.1f ms/step",
+      (long long)step.epoch + 1, (long long)step.epochs, (long long)step.step_in_epoch + 1,
+      (long long)step.steps_per_epoch,
+      step.world_size * step.batch_size * window_steps_ / window_time_, step.loss,
+      human_bytes(double(step.bytes_sent)), step.compression_ratio,
+      1000 * window_wait_ / window_steps_));
+  restart_window();
 }
 
 }  // namespace ddpx::trainer

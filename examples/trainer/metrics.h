@@ -55,6 +55,49 @@ class LiveLine {
   bool open_ = false;
 };
 
+// One training step as rank 0 reports it.
+struct StepReport {
+  int64_t epoch = 0;            // 0-based
+  int64_t epochs = 0;
+  int64_t step_in_epoch = 0;    // 0-based
+  int64_t steps_per_epoch = 0;
+  int64_t global_step = 0;      // steps taken, this one included
+  int world_size = 1;
+  int64_t batch = 0;            // this step's samples per rank
+  int64_t batch_size = 0;       // --batch_size
+  double loss = 0;
+  double step_time_s = 0;
+  double comm_wait_s = 0;
+  uint64_t bytes_sent = 0;
+  uint64_t gradient_bytes = 0;
+  double compression_ratio = 1;
+  double lr = 0;
+  double wall_s = 0;
+};
+
+// The {"type":"step",...} JSON line of one step.
+JsonLine step_json(const StepReport& step);
+
+// Rank 0's per-step output: every step's JSON line in --metrics_out, and a
+// progress line (throughput and comm wait over the steps since the last
+// one) every `log_every` steps and on an epoch's last step.
+class StepLog {
+ public:
+  StepLog(MetricsWriter& metrics, LiveLine& live, int64_t log_every)
+      : metrics_(metrics), live_(live), log_every_(log_every) {}
+  // The progress line's window restarts with each epoch (and after each
+  // progress line).
+  void restart_window() { window_time_ = window_wait_ = 0, window_steps_ = 0; }
+  void write(const StepReport& step);
+
+ private:
+  MetricsWriter& metrics_;
+  LiveLine& live_;
+  const int64_t log_every_;
+  double window_time_ = 0, window_wait_ = 0;
+  int64_t window_steps_ = 0;
+};
+
 }  // namespace ddpx::trainer
 
 #endif  // DDPX_EXAMPLES_TRAINER_METRICS_H_

@@ -156,6 +156,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   };
 
   LiveLine live;
+  StepLog step_log(metrics, live, c.log_every);
   TrainSummary summary;
   const int64_t features = train_set->features;
   std::vector<float> x(static_cast<size_t>(c.batch_size * features));
@@ -169,8 +170,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   while (progress.epoch < c.epochs && !reached_max_steps()) {
     const std::vector<int64_t> order = sampler.indices(progress.epoch);
     const Clock::time_point epoch_start = Clock::now();
-    double window_time = 0, window_wait = 0;
-    int64_t window_steps = 0;
+    step_log.restart_window();
     for (; progress.step_in_epoch < steps_per_epoch; ++progress.step_in_epoch) {
       if (reached_max_steps()) {
         stopped = true;
@@ -206,9 +206,6 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
       const SyncStats st = sync.last_stats();
       progress.epoch_loss_sum += loss;
       ++progress.epoch_loss_count;
-      window_time += step_time;
-      window_wait += st.comm_wait_seconds;
-      ++window_steps;
       if (trace != nullptr) {
         auto json = [](const std::vector<CommSpan>& spans) {
           std::string out;
@@ -223,31 +220,11 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
                 json(st.collective_spans).c_str());
       }
       if (lead) {
-        metrics.write(JsonLine()
-                          .add("type", std::string("step"))
-                          .add("epoch", progress.epoch + 1)
-                          .add("step", progress.global_step)
-                          .add("loss", loss)
-                          .add("step_time_s", step_time)
-                          .add("comm_wait_s", st.comm_wait_seconds)
-                          .add("samples_per_s", world * batch / step_time)
-                          .add("bytes_sent", static_cast<int64_t>(st.bytes_communicated))
-                          .add("gradient_bytes", static_cast<int64_t>(st.gradient_bytes))
-                          .add("compression_ratio", st.compression_ratio)
-                          .add("lr", static_cast<double>(optimizer.options().lr))
-                          .add("wall_s", wall()));
-        if (window_steps >= c.log_every || progress.step_in_epoch + 1 == steps_per_epoch) {
-          live.update(absl::StrFormat(
-              "epoch %lld/%lld step %lld/%lld | %.0f samples/s | loss %.4f | "
-              "sent %s/step | ratio %.1fx | comm wait %.1f ms/step",
-              (long long)progress.epoch + 1, (long long)c.epochs,
-              (long long)progress.step_in_epoch + 1, (long long)steps_per_epoch,
-              world * c.batch_size * window_steps / window_time, loss,
-              human_bytes(double(st.bytes_communicated)), st.compression_ratio,
-              1000 * window_wait / window_steps));
-          window_time = window_wait = 0;
-          window_steps = 0;
-        }
+        step_log.write({progress.epoch, c.epochs, progress.step_in_epoch, steps_per_epoch,
+                        progress.global_step, world, batch, c.batch_size, loss, step_time,
+                        st.comm_wait_seconds, st.bytes_communicated, st.gradient_bytes,
+                        st.compression_ratio, static_cast<double>(optimizer.options().lr),
+                        wall()});
       }
       if (c.eval_every > 0 && progress.global_step % c.eval_every == 0) {
         absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);

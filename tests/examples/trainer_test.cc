@@ -1,7 +1,11 @@
 // The trainer's pieces that need no process group: flag parsing, JSON lines,
 // learning-rate schedules (checkpoints: checkpoint_format_test).
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "examples/nn/mlp.h"
 #include "examples/nn/sgd.h"
@@ -26,6 +30,50 @@ TEST(JsonLineTest, EscapesStringsAndWritesNullForNonFinite) {
   JsonLine l;
   l.add("hook", std::string("a\"b\\c")).add("n", int64_t{3}).add("x", 0.5).add("bad", NAN);
   EXPECT_EQ(l.str(), R"({"hook":"a\"b\\c","n":3,"x":0.5,"bad":null})");
+}
+
+TEST(StepLogTest, WritesEveryStepsJsonAndAProgressLineEveryLogEveryAndAtTheEpochsEnd) {
+  const std::string path = ::testing::TempDir() + "/step_log_metrics.jsonl";
+  std::remove(path.c_str());
+  MetricsWriter metrics;
+  ASSERT_TRUE(metrics.open(path).ok());
+  LiveLine live;  // stdout is no TTY under the test runner: one plain line each
+  StepLog log(metrics, live, /*log_every=*/2);
+  StepReport step;
+  step.epochs = 1;
+  step.steps_per_epoch = 3;
+  step.world_size = 2;
+  step.batch = step.batch_size = 10;
+  step.bytes_sent = 2000;
+  step.gradient_bytes = 8000;
+  step.compression_ratio = 4;
+  step.lr = 0.5;
+  ::testing::internal::CaptureStdout();
+  for (int64_t i = 0; i < 3; ++i) {
+    step.step_in_epoch = i;
+    step.global_step = i + 1;
+    step.loss = 1.0 / (i + 1);
+    step.step_time_s = 0.1 * (i + 1);  // 0.1, 0.2, 0.3 s
+    step.comm_wait_s = 0.01;
+    step.wall_s = i + 1.0;
+    if (i == 2) step.batch = 4;  // the epoch's short last batch
+    log.write(step);
+  }
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  // Two steps of 2 ranks x 10 samples in 0.3 s, then a window of one step
+  // (counted at the nominal batch) in 0.3 s; the comm wait is per step.
+  EXPECT_EQ(out,
+            "epoch 1/1 step 2/3 | 133 samples/s | loss 0.5000 | sent 2 kB/step | ratio 4.0x | "
+            "comm wait 10.0 ms/step\n"
+            "epoch 1/1 step 3/3 | 67 samples/s | loss 0.3333 | sent 2 kB/step | ratio 4.0x | "
+            "comm wait 10.0 ms/step\n");
+  std::ifstream in(path);
+  std::vector<std::string> lines;
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  ASSERT_EQ(lines.size(), 3u);
+  EXPECT_EQ(lines[2], R"({"type":"step","epoch":1,"step":3,"loss":0.333333333,"step_time_s":0.3,)"
+                      R"("comm_wait_s":0.01,"samples_per_s":26.6666667,"bytes_sent":2000,)"
+                      R"("gradient_bytes":8000,"compression_ratio":4,"lr":0.5,"wall_s":3})");
 }
 
 TEST(HumanBytesTest, PicksAUnit) {

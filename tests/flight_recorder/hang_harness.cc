@@ -14,32 +14,10 @@
 #include "examples/launcher/launcher.h"
 #include "gtest/gtest.h"
 
-#if defined(__SANITIZE_THREAD__)
-// tests/tsan_suppressions.cc, linked into this test: the ranks are TSan-built
-// programs without it, and get the same list through TSAN_OPTIONS.
-extern "C" const char* __tsan_default_suppressions();
-#endif
-
 namespace ddpx::testing {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// Extra environment of every rank: under TSan, the suppressions for
-// Debian's uninstrumented libraries (tests/tsan_suppressions.cc).
-std::vector<std::pair<std::string, std::string>> sanitizer_env() {
-#if defined(__SANITIZE_THREAD__)
-  static const std::string path = [] {
-    const char* tmp = getenv("TEST_TMPDIR");
-    std::string p = absl::StrCat(tmp != nullptr ? tmp : "/tmp", "/tsan_suppressions_", getpid());
-    std::ofstream(p) << __tsan_default_suppressions();
-    return p;
-  }();
-  return {{"TSAN_OPTIONS", "halt_on_error=1:second_deadlock_stack=1:suppressions=" + path}};
-#else
-  return {};
-#endif
-}
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path);
@@ -136,8 +114,7 @@ ScenarioResult run_scenario(const Scenario& sc) {
               absl::StrCat("--inject_fault_rank=", sc.fault_rank),
               absl::StrCat("--inject_fault_at=", sc.fault_at)};
     o.argv.insert(o.argv.end(), sc.args.begin(), sc.args.end());
-    o.env = sanitizer_env();
-    o.env.insert(o.env.end(), sc.env.begin(), sc.env.end());
+    o.env = sc.env;  // on top of this test's (TSAN_OPTIONS: tests/tsan_suppressions.cc)
     o.output = launcher::SpawnOptions::Output::kFile;
     o.output_path = absl::StrCat(result.dir, "/out", r, ".txt");
     o.stderr_with_stdout = true;

@@ -11,16 +11,13 @@
 #include <vector>
 
 #include "examples/launcher/child_process.h"
+#include "tests/sanitizers.h"
 
 namespace ddpx::testing {
 
 // Sanitized builds run several times slower: longer op timeouts there
 // (also for the rendezvous, which every --timeout_s bounds).
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-inline constexpr int kOpTimeoutS = 10;
-#else
-inline constexpr int kOpTimeoutS = 3;
-#endif
+inline constexpr int kOpTimeoutS = kSanitized ? 10 : 3;
 
 struct Scenario {
   std::string program;  // runfile path: "examples/pg_only", "examples/train"

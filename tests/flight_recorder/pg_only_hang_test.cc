@@ -21,13 +21,50 @@ Scenario pg_only(const std::string& fault, int rank = 2) {
   return s;
 }
 
-TEST(PgOnlyHang, RankSkipsOneAllreduce) {
-  Scenario s = pg_only("skip_allreduce");
+// One fault case: who misbehaves how, and what trace_analyze must say.
+struct FaultCase {
+  const char* name;
+  const char* fault;  // --inject_fault
+  int rank;           // the rank that misbehaves
+  const char* kind;   // the verdict's kind
+  int seq;            // the verdict's sequence number
+  const char* op;     // the verdict's op
+  // Over TCP (no shared memory), the ranks' allreduces of different sizes
+  // wait on different Gloo slots and time out; each names the neighbour
+  // its ring waited for (not the culprit), and the dumps show who called
+  // what.
+  bool tcp_only = false;
+};
+
+const FaultCase kCases[] = {
+    {"RankSkipsOneAllreduce", "skip_allreduce", 2, "mismatch", 5, "allreduce"},
+    {"RankKilledWithSigkill", "sigkill", 2, "dead", 5, "allreduce"},
+    {"RankAllreducesAnotherCount", "wrong_count", 2, "mismatch", 5, "allreduce"},
+    {"RankBroadcastsFromAnotherRoot", "wrong_root", 2, "mismatch", kIters, "broadcast"},
+    {"StoreHostRankZeroKilled", "sigkill", 0, "dead", 5, "allreduce"},
+    {"RankAllreducesAnotherCountOverTcp", "wrong_count", 2, "mismatch", 5, "allreduce", true},
+};
+
+class PgOnlyHang : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(PgOnlyHang, LiveRanksFailNamingTheCulpritAndTraceAnalyzeAgrees) {
+  const FaultCase& c = GetParam();
+  Scenario s = pg_only(c.fault, c.rank);
+  if (c.tcp_only) s.env = {{"DDPX_SHM", "0"}};
   expect_scenario(s, run_scenario(s),
-                  "VERDICT kind=mismatch ranks=2 group=default_pg seq=5 op=allreduce");
+                  absl::StrCat("VERDICT kind=", c.kind, " ranks=", c.rank,
+                               " group=default_pg seq=", c.seq, " op=", c.op),
+                  /*names_culprit=*/!c.tcp_only);
 }
 
-TEST(PgOnlyHang, RankStoppedWithSigstop) {
+INSTANTIATE_TEST_SUITE_P(Faults, PgOnlyHang, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<FaultCase>& info) {
+                           return std::string(info.param.name);
+                         });
+
+// Also: each live rank's error says how long it waited for whom, and
+// trace_analyze draws the timeline.
+TEST(PgOnlyHangSigstop, RankStoppedWithSigstop) {
   Scenario s = pg_only("sigstop");
   s.png = true;
   ScenarioResult r = run_scenario(s);
@@ -40,42 +77,6 @@ TEST(PgOnlyHang, RankStoppedWithSigstop) {
   }
   EXPECT_TRUE(file_exists(r.dir + "/timeline.json"));
   EXPECT_TRUE(file_exists(r.dir + "/timeline.png")) << r.analysis;
-}
-
-TEST(PgOnlyHang, RankKilledWithSigkill) {
-  Scenario s = pg_only("sigkill");
-  expect_scenario(s, run_scenario(s),
-                  "VERDICT kind=dead ranks=2 group=default_pg seq=5 op=allreduce");
-}
-
-TEST(PgOnlyHang, RankAllreducesAnotherCount) {
-  Scenario s = pg_only("wrong_count");
-  expect_scenario(s, run_scenario(s),
-                  "VERDICT kind=mismatch ranks=2 group=default_pg seq=5 op=allreduce");
-}
-
-TEST(PgOnlyHang, RankBroadcastsFromAnotherRoot) {
-  Scenario s = pg_only("wrong_root");
-  expect_scenario(s, run_scenario(s),
-                  absl::StrCat("VERDICT kind=mismatch ranks=2 group=default_pg seq=", kIters,
-                               " op=broadcast"));
-}
-
-TEST(PgOnlyHang, StoreHostRankZeroKilled) {
-  Scenario s = pg_only("sigkill", 0);
-  expect_scenario(s, run_scenario(s),
-                  "VERDICT kind=dead ranks=0 group=default_pg seq=5 op=allreduce");
-}
-
-// Over TCP (no shared memory): the ranks' allreduces of different sizes
-// wait on different Gloo slots and time out; each names the neighbour its
-// ring waited for, and the dumps show who called what.
-TEST(PgOnlyHang, RankAllreducesAnotherCountOverTcp) {
-  Scenario s = pg_only("wrong_count");
-  s.env = {{"DDPX_SHM", "0"}};
-  expect_scenario(s, run_scenario(s),
-                  "VERDICT kind=mismatch ranks=2 group=default_pg seq=5 op=allreduce",
-                  /*names_culprit=*/false);
 }
 
 }  // namespace

@@ -33,41 +33,38 @@ std::string verdict(const ScenarioResult& r, const std::string& kind, int rank,
                       " op=", op);
 }
 
-TEST(TrainHang, RankSkipsOneAllreduce) {
-  Scenario s = train("skip_allreduce");
+// One fault case: who misbehaves how, and what trace_analyze must say.
+struct FaultCase {
+  const char* name;
+  const char* fault;  // --inject_fault
+  int rank;           // the rank that misbehaves
+  const char* kind;   // the verdict's kind
+  const char* op;     // the verdict's op
+  int dump_of;        // a live rank, whose dump gives the sequence number
+};
+
+const FaultCase kCases[] = {
+    {"RankSkipsOneAllreduce", "skip_allreduce", 2, "mismatch", "allreduce", 0},
+    {"RankStoppedWithSigstopMidEpoch", "sigstop", 2, "straggler", "allreduce", 0},
+    {"RankKilledWithSigkill", "sigkill", 2, "dead", "allreduce", 0},
+    {"RankAllreducesAnotherCount", "wrong_count", 2, "mismatch", "allreduce", 0},
+    {"RankBroadcastsFromAnotherRoot", "wrong_root", 2, "mismatch", "broadcast", 0},
+    {"StoreHostRankZeroKilled", "sigkill", 0, "dead", "allreduce", 1},
+};
+
+class TrainHang : public ::testing::TestWithParam<FaultCase> {};
+
+TEST_P(TrainHang, LiveRanksFailNamingTheCulpritAndTraceAnalyzeAgrees) {
+  const FaultCase& c = GetParam();
+  Scenario s = train(c.fault, c.rank);
   ScenarioResult r = run_scenario(s);
-  expect_scenario(s, r, verdict(r, "mismatch", 2, "allreduce", 0));
+  expect_scenario(s, r, verdict(r, c.kind, c.rank, c.op, c.dump_of));
 }
 
-TEST(TrainHang, RankStoppedWithSigstopMidEpoch) {
-  Scenario s = train("sigstop");
-  ScenarioResult r = run_scenario(s);
-  expect_scenario(s, r, verdict(r, "straggler", 2, "allreduce", 0));
-}
-
-TEST(TrainHang, RankKilledWithSigkill) {
-  Scenario s = train("sigkill");
-  ScenarioResult r = run_scenario(s);
-  expect_scenario(s, r, verdict(r, "dead", 2, "allreduce", 0));
-}
-
-TEST(TrainHang, RankAllreducesAnotherCount) {
-  Scenario s = train("wrong_count");
-  ScenarioResult r = run_scenario(s);
-  expect_scenario(s, r, verdict(r, "mismatch", 2, "allreduce", 0));
-}
-
-TEST(TrainHang, RankBroadcastsFromAnotherRoot) {
-  Scenario s = train("wrong_root");
-  ScenarioResult r = run_scenario(s);
-  expect_scenario(s, r, verdict(r, "mismatch", 2, "broadcast", 0));
-}
-
-TEST(TrainHang, StoreHostRankZeroKilled) {
-  Scenario s = train("sigkill", 0);
-  ScenarioResult r = run_scenario(s);
-  expect_scenario(s, r, verdict(r, "dead", 0, "allreduce", 1));
-}
+INSTANTIATE_TEST_SUITE_P(Faults, TrainHang, ::testing::ValuesIn(kCases),
+                         [](const ::testing::TestParamInfo<FaultCase>& info) {
+                           return std::string(info.param.name);
+                         });
 
 }  // namespace
 }  // namespace ddpx::testing

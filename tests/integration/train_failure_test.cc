@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
+#include "tests/sanitizers.h"
 
 namespace ddpx::integration_test {
 namespace {
@@ -58,8 +59,10 @@ TEST(TrainFailureTest, KilledRankFailsTheJobAndIsNamed) {
     _exit(127);
   }
   ASSERT_GT(job, 0);
-  // Wait until training is under way (rank 0 has logged steps).
-  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  // Wait until training is under way (rank 0 has logged steps): loading
+  // Fashion-MNIST and the first steps take seconds, several times that in
+  // a sanitizer build.
+  const auto deadline = Clock::now() + std::chrono::seconds(30) * kSlowdown;
   while (read_file(metrics).find("\"step\":5,") == std::string::npos && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_NE(read_file(metrics).find("\"step\":5,"), std::string::npos) << read_file(log);

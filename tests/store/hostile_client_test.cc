@@ -14,6 +14,7 @@
 #include "store/tcp_store.h"
 #include "store/tcp_store_server.h"
 #include "tests/store/raw_client.h"
+#include "tests/sanitizers.h"
 #include "tests/store/subprocess.h"
 
 namespace ddpx {
@@ -258,10 +259,10 @@ TEST_F(HostileTest, MemoryLimitRefusesWritesAndKeepsEveryValue) {
 // each (bad_alloc is caught per connection); the process and every stored
 // value stay.
 TEST(HostileCappedProcess, SurvivesEveryShapeUnderRlimitAs) {
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-  GTEST_SKIP() << "RLIMIT_AS cannot apply under ASan or TSan (their shadow memory "
-                  "reserves terabytes of address space); the plain build runs this test";
-#endif
+  if (kSanitized) {
+    GTEST_SKIP() << "RLIMIT_AS cannot apply under ASan or TSan (their shadow memory "
+                    "reserves terabytes of address space); the plain build runs this test";
+  }
   constexpr int kCapMiB = 512;
   const std::string server_path = store_test::runfile("store/tcp_store_server");
   auto server = store_test::Subprocess::spawn(

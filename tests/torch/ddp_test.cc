@@ -321,63 +321,58 @@ TEST(TorchDdp, JoinFinishesUnevenInputsWithEqualReplicas) {
 // Qs per bucket, so the bucket layout is part of the DDP state.
 TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
   const std::string hook = "powersgd:rank=1,start_iter=2";
-  auto step = [](examples::ResidualCnn& model, ::torch::optim::SGD& opt, int s, int rank) {
-    opt.zero_grad();
-    auto [x, y] = golden_batch(4, 8, s, rank);
-    F::cross_entropy(model(x), y).backward();
-    opt.step();
+  // One run: fresh objects on every rank (loaded from the last run's
+  // checkpoint when `resume`), steps [from, to), then a checkpoint.
+  struct Run {
+    int from, to;
+    bool resume;
   };
-  auto make_opt = [](examples::ResidualCnn& model) {
-    return ::torch::optim::SGD(model->parameters(),
-                               ::torch::optim::SGDOptions(0.05).momentum(0.9));
+  const Run kStraight{0, 6, false}, kFirstHalf{0, 3, false}, kSecondHalf{3, 6, true};
+  std::vector<std::string> checkpoints(2);
+  auto run = [&](const Run& r) {
+    std::vector<std::vector<float>> finals(2);
+    run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+      const int rank = pg->rank();
+      examples::ResidualCnn model(4, 8);
+      ::torch::serialize::InputArchive in;
+      if (r.resume) {
+        std::istringstream bytes(checkpoints[rank]);
+        in.load_from(bytes);
+        model->load(in);  // before wrapping: loading swaps tensors
+      } else {
+        init_parameters(*model);
+      }
+      DDPOptions o;
+      o.hook = hook;
+      auto ddp = DistributedDataParallel::create(model, pg, o);
+      ASSERT_TRUE(ddp.ok()) << ddp.status();
+      ::torch::optim::SGD opt(model->parameters(),
+                              ::torch::optim::SGDOptions(0.05).momentum(0.9));
+      if (r.resume) {
+        opt.load(in);
+        (*ddp)->load(in);
+        EXPECT_EQ((*ddp)->hook_iteration(), r.from);
+      }
+      for (int s = r.from; s < r.to; ++s) {
+        opt.zero_grad();
+        auto [x, y] = golden_batch(4, 8, s, rank);
+        F::cross_entropy(model(x), y).backward();
+        opt.step();
+      }
+      ::torch::serialize::OutputArchive out;
+      model->save(out);
+      opt.save(out);
+      (*ddp)->save(out);
+      std::ostringstream bytes;
+      out.save_to(bytes);
+      checkpoints[rank] = bytes.str();
+      finals[rank] = flat_parameters(*model);
+    });
+    return finals;
   };
-  std::vector<std::vector<float>> straight(2), resumed(2);
-  run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
-    examples::ResidualCnn model(4, 8);
-    init_parameters(*model);
-    DDPOptions o;
-    o.hook = hook;
-    auto ddp = DistributedDataParallel::create(model, pg, o);
-    ASSERT_TRUE(ddp.ok()) << ddp.status();
-    auto opt = make_opt(model);
-    for (int s = 0; s < 6; ++s) step(model, opt, s, pg->rank());
-    straight[pg->rank()] = flat_parameters(*model);
-  });
-  std::vector<std::string> saved(2);
-  run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
-    examples::ResidualCnn model(4, 8);
-    init_parameters(*model);
-    DDPOptions o;
-    o.hook = hook;
-    auto ddp = DistributedDataParallel::create(model, pg, o);
-    ASSERT_TRUE(ddp.ok()) << ddp.status();
-    auto opt = make_opt(model);
-    for (int s = 0; s < 3; ++s) step(model, opt, s, pg->rank());
-    ::torch::serialize::OutputArchive archive;
-    model->save(archive);
-    opt.save(archive);
-    (*ddp)->save(archive);
-    std::ostringstream out;
-    archive.save_to(out);
-    saved[pg->rank()] = out.str();
-  });
-  run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
-    std::istringstream in(saved[pg->rank()]);
-    ::torch::serialize::InputArchive archive;
-    archive.load_from(in);
-    examples::ResidualCnn model(4, 8);  // fresh weights, replaced by the checkpoint's
-    model->load(archive);             // before wrapping: loading swaps tensors
-    DDPOptions o;
-    o.hook = hook;
-    auto ddp = DistributedDataParallel::create(model, pg, o);
-    ASSERT_TRUE(ddp.ok()) << ddp.status();
-    auto opt = make_opt(model);
-    opt.load(archive);
-    (*ddp)->load(archive);
-    EXPECT_EQ((*ddp)->hook_iteration(), 3);
-    for (int s = 3; s < 6; ++s) step(model, opt, s, pg->rank());
-    resumed[pg->rank()] = flat_parameters(*model);
-  });
+  const std::vector<std::vector<float>> straight = run(kStraight);
+  run(kFirstHalf);
+  const std::vector<std::vector<float>> resumed = run(kSecondHalf);
   for (int r = 0; r < 2; ++r) {
     ASSERT_EQ(resumed[r].size(), straight[r].size());
     EXPECT_EQ(0, memcmp(resumed[r].data(), straight[r].data(), 4 * straight[r].size()))

@@ -12,6 +12,7 @@
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "tests/process_group/gloo/gloo_test_util.h"
+#include "tests/sanitizers.h"
 
 namespace ddpx {
 namespace {
@@ -179,7 +180,8 @@ TEST(SyncCollectives, ClassicClassesOnARawSyncContext) {
 }
 
 // A silent rank 2: the op runs on sync pairs either way, and fails after
-// the op's timeout, the group's (600 ms) or one of its own (1500 ms, which
+// the op's timeout, the group's (600 ms; times kSlowdown in sanitizer
+// builds, as are the others) or one of its own (1500 ms, which
 // the sync pairs' sockets then get), naming the op and the timeout. A rank
 // that waits on the silent one itself times out (Gloo's "Read timeout"); one
 // that waits on another joiner (a ring's neighbour, a barrier's root) may
@@ -187,8 +189,10 @@ TEST(SyncCollectives, ClassicClassesOnARawSyncContext) {
 // DeadlineExceeded too if that came after this rank's timeout, else
 // Unavailable ("a peer may have exited"). Ranks that only send
 // (`only_root_fails`: all but rank 0) may finish.
-constexpr auto kGroupTimeout = std::chrono::milliseconds(600);
-constexpr auto kOwnTimeout = std::chrono::milliseconds(1500);
+constexpr auto kGroupTimeout = std::chrono::milliseconds(600) * kSlowdown;
+constexpr auto kOwnTimeout = std::chrono::milliseconds(1500) * kSlowdown;
+// How late after its timeout an op may fail.
+constexpr auto kSlack = std::chrono::milliseconds(2000) * kSlowdown;
 
 void expect_silent_peer_failure(const std::function<std::shared_ptr<Work>(GlooBackend&, bool)>& op,
                                 const std::string& name, bool only_root_fails = false) {
@@ -205,7 +209,7 @@ void expect_silent_peer_failure(const std::function<std::shared_ptr<Work>(GlooBa
       ASSERT_FALSE(s.ok()) << "rank " << r;
       EXPECT_NE(s.message().find(name), std::string::npos) << s;
       EXPECT_NE(s.message().find(timeout_text), std::string::npos) << s;
-      EXPECT_LT(outcomes[r].elapsed, timeout + std::chrono::milliseconds(2000)) << s;
+      EXPECT_LT(outcomes[r].elapsed, timeout + kSlack) << s;
       if (s.code() == absl::StatusCode::kUnavailable) {
         EXPECT_NE(s.message().find("Connection closed"), std::string::npos) << s;
         continue;

@@ -17,6 +17,7 @@
 #include "process_group/gloo/sync_pairs.h"
 #include "tests/process_group/gloo/allreduce_values.h"
 #include "tests/process_group/gloo/gloo_test_util.h"
+#include "tests/sanitizers.h"
 
 namespace ddpx {
 namespace {
@@ -269,7 +270,7 @@ TEST(SyncPairs, RanksMayGiveOneOpDifferentTimeouts) {
 // first writes are taken by the silent peer's kernel, the blocking read
 // after them ends at the group timeout).
 TEST(SyncPairs, SilentPeerFailsTheOpWithinTheGroupTimeout) {
-  constexpr auto kTimeout = std::chrono::milliseconds(600);
+  constexpr auto kTimeout = std::chrono::milliseconds(600) * kSlowdown;
   for (int64_t floats : {int64_t{2}, 3 * kLimitFloats + 5}) {
     SCOPED_TRACE(std::to_string(floats) + " floats");
     size_t piece_bytes = 0;
@@ -282,14 +283,15 @@ TEST(SyncPairs, SilentPeerFailsTheOpWithinTheGroupTimeout) {
       ASSERT_FALSE(s.ok());
       EXPECT_EQ(s.code(), absl::StatusCode::kDeadlineExceeded) << s;
       EXPECT_NE(s.message().find("allreduce"), std::string::npos) << s;
-      EXPECT_NE(s.message().find("600 ms"), std::string::npos) << s;
+      EXPECT_NE(s.message().find(std::to_string(kTimeout.count()) + " ms"), std::string::npos)
+          << s;
       // Gloo's words for a blocking recv() that hit SO_RCVTIMEO: the op ran
       // on sync pairs (event-loop pairs say "Timed out"). A large op only
       // does where the kernel grants room for pieces.
       if (floats == 2 || piece_bytes > 0) {
         EXPECT_NE(s.message().find("Read timeout"), std::string::npos) << s;
       }
-      EXPECT_LT(o.elapsed, kTimeout + std::chrono::milliseconds(2000)) << s;
+      EXPECT_LT(o.elapsed, kTimeout + std::chrono::milliseconds(2000) * kSlowdown) << s;
     }
   }
 }

@@ -20,6 +20,7 @@
 #include "process_group/shm/segment.h"
 #include "store/file_store.h"
 #include "tests/process_group/shm/shm_test_util.h"
+#include "tests/sanitizers.h"
 
 namespace ddpx {
 namespace {
@@ -104,7 +105,7 @@ int survivor(int rank, GlooBackend& b, std::chrono::milliseconds timeout) {
   const auto took = Clock::now() - t0;
   fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
   if (s.ok()) return 11;
-  if (took > timeout + std::chrono::seconds(2)) return 12;
+  if (took > timeout + std::chrono::seconds(2) * kSlowdown) return 12;
   const std::string m(s.message());
   if (m.find("allreduce of float32[262144] on rank") == std::string::npos || m.find("rank ") == std::string::npos) {
     return 13;
