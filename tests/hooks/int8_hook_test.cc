@@ -166,7 +166,9 @@ TEST(Int8PipelinePieces, CoverTheBucketWithShortPiecesAtBothEnds) {
         EXPECT_GE(lengths[i], 0);
         EXPECT_LE(lengths[i], full + static_cast<int64_t>(lengths.size()) * local_size)
             << "n " << n << " L " << local_size << " piece " << i;
-        if (i + 1 < lengths.size()) EXPECT_EQ(lengths[i] % local_size, 0) << "piece " << i;
+        if (i + 1 < lengths.size()) {
+          EXPECT_EQ(lengths[i] % local_size, 0) << "piece " << i;
+        }
       }
       EXPECT_EQ(sum, n) << "L " << local_size;
       if (n >= 3 * full) {  // short ends, growing towards the middle
