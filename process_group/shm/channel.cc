@@ -62,6 +62,32 @@ OpDescription description_of(uint64_t stamp) {
   return op;
 }
 
+// A waiter's spin: pauses, with the clock read only every 64th, since most
+// waits of a small op end before the first read and a read costs about as
+// much as the wait itself. The budget counts from the first read.
+class SpinTimer {
+ public:
+  explicit SpinTimer(std::chrono::nanoseconds budget) : budget_(budget) {}
+  // One pause; false once the budget is spent.
+  bool pause() {
+    _mm_pause();
+    if ((++spins_ & 63) != 0) return true;
+    const Clock::time_point now = Clock::now();
+    if (spins_ == 64) {
+      start_ = now;
+      return true;
+    }
+    return now - start_ < budget_;
+  }
+  // When the spin began to be timed; only once pause() said it was spent.
+  Clock::time_point start() const { return start_; }
+
+ private:
+  const std::chrono::nanoseconds budget_;
+  unsigned spins_ = 0;
+  Clock::time_point start_;
+};
+
 bool process_exited(const PeerProcess& peer) {
   return peer.same_pid_namespace && peer.pid != 0 &&
          kill(static_cast<pid_t>(peer.pid), 0) != 0 && errno == ESRCH;
@@ -208,32 +234,21 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
   // A peer last seen on this rank's CPU cannot run while this rank spins:
   // yield at once, and after a few such waits in a row the higher rank of
   // the two moves off the CPU (both moving would meet again elsewhere).
-  const bool shared_cpu =
-      cpu_ >= 0 && controls_[peer]->signal.cpu.load(std::memory_order_relaxed) == cpu_;
+  const bool shared_cpu = peer_on_this_cpu(peer);
   shared_cpu_waits_ = shared_cpu ? shared_cpu_waits_ + 1 : 0;
   if (shared_cpu && rank_ > peer && policy_.move_off_shared_cpu &&
       shared_cpu_waits_ >= policy_.shared_cpu_waits_before_move) {
     shared_cpu_waits_ = 0;
     if (move_off_cpu(cpu_)) cpu_ = current_cpu();
   }
-  Clock::time_point start;
-  if (shared_cpu) {
-    start = Clock::now();
-  } else {
-    // The clock is first read after 64 pauses: most waits of a small op end
-    // before that, and a read costs about as much as the wait itself.
-    for (unsigned i = 1;; ++i) {
+  SpinTimer spin(policy_.spin);
+  if (!shared_cpu) {
+    for (;;) {
       if (reached(peer, step)) return absl::OkStatus();
-      _mm_pause();
-      if ((i & 63) != 0) continue;
-      const Clock::time_point now = Clock::now();
-      if (i == 64) {
-        start = now;
-      } else if (now - start >= policy_.spin) {
-        break;
-      }
+      if (!spin.pause()) break;
     }
   }
+  const Clock::time_point start = shared_cpu ? Clock::now() : spin.start();
   while (Clock::now() - start < policy_.yield) {
     if (reached(peer, step)) return absl::OkStatus();
     sched_yield();
@@ -284,24 +299,18 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
   }
 }
 
+bool Channel::peer_on_this_cpu(int peer) const {
+  return cpu_ >= 0 && controls_[peer]->signal.cpu.load(std::memory_order_relaxed) == cpu_;
+}
+
 bool Channel::poll_all(uint32_t step, std::chrono::nanoseconds spin) {
-  Clock::time_point start;
-  unsigned spins = 0;
+  SpinTimer timer(spin);
   for (int k = 1; k < size_; ++k) {
     const int peer = (rank_ + k) % size_;
     if (reached(peer, step)) continue;
-    if (cpu_ >= 0 && controls_[peer]->signal.cpu.load(std::memory_order_relaxed) == cpu_) {
-      return false;  // it cannot run while this rank spins
-    }
+    if (peer_on_this_cpu(peer)) return false;  // it cannot run while this rank spins
     while (!reached(peer, step)) {
-      _mm_pause();
-      if ((++spins & 63) != 0) continue;
-      const Clock::time_point now = Clock::now();
-      if (spins == 64) {
-        start = now;
-      } else if (now - start >= spin) {
-        return false;
-      }
+      if (!timer.pause()) return false;
     }
   }
   return true;

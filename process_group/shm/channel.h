@@ -120,6 +120,8 @@ class Channel {
 
  private:
   bool reached(int peer, uint32_t step) const;
+  // Whether `peer` began its latest op on the CPU this rank began its own on.
+  bool peer_on_this_cpu(int peer) const;
   absl::Status wait_for_step(int peer, uint32_t step, const Deadline& deadline);
   // Compares `peer`'s stamp for the current op with this rank's.
   absl::Status check_same_op(int peer, const Deadline& deadline);
