@@ -485,21 +485,9 @@ int main(int argc, char** argv) {
         const double train_loss = progress.epoch_loss_count
                                       ? progress.epoch_loss_sum / progress.epoch_loss_count
                                       : 0.0;
-        printf("epoch %lld%s: train loss %.4f | test loss %.4f | test accuracy %.2f%% | "
-               "%.1f s | wall %.1f s\n",
-               (long long)progress.epoch + 1, stopped ? " (stopped at --max_steps)" : "",
-               train_loss, last_eval.loss, 100 * last_eval.accuracy, epoch_time, wall());
-        fflush(stdout);
-        metrics.write(ddpx::trainer::JsonLine()
-                          .add("type", std::string("epoch"))
-                          .add("epoch", progress.epoch + 1)
-                          .add("step", progress.global_step)
-                          .add("complete", static_cast<int64_t>(!stopped))
-                          .add("train_loss", train_loss)
-                          .add("test_loss", last_eval.loss)
-                          .add("test_acc", last_eval.accuracy)
-                          .add("epoch_time_s", epoch_time)
-                          .add("wall_s", wall())
+        metrics.write(ddpx::trainer::report_epoch({progress.epoch, progress.global_step, stopped,
+                                                   train_loss, last_eval.loss,
+                                                   last_eval.accuracy, epoch_time, wall()})
                           .add("hook", hook)
                           .add("backend", init.backend)
                           .add("model", std::string("cnn"))

@@ -107,6 +107,24 @@ JsonLine step_json(const StepReport& step) {
       .add("wall_s", step.wall_s);
 }
 
+JsonLine report_epoch(const EpochReport& e) {
+  printf("epoch %lld%s: train loss %.4f | test loss %.4f | test accuracy %.2f%% | "
+         "%.1f s | wall %.1f s\n",
+         static_cast<long long>(e.epoch) + 1, e.stopped ? " (stopped at --max_steps)" : "",
+         e.train_loss, e.test_loss, 100 * e.test_acc, e.epoch_time_s, e.wall_s);
+  fflush(stdout);
+  return JsonLine()
+      .add("type", std::string("epoch"))
+      .add("epoch", e.epoch + 1)
+      .add("step", e.global_step)
+      .add("complete", static_cast<int64_t>(!e.stopped))
+      .add("train_loss", e.train_loss)
+      .add("test_loss", e.test_loss)
+      .add("test_acc", e.test_acc)
+      .add("epoch_time_s", e.epoch_time_s)
+      .add("wall_s", e.wall_s);
+}
+
 void StepLog::write(const StepReport& step) {
   metrics_.write(step_json(step));
   window_time_ += step.step_time_s;

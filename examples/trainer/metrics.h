@@ -98,6 +98,22 @@ class StepLog {
   int64_t window_steps_ = 0;
 };
 
+// The end of one epoch as rank 0 reports it.
+struct EpochReport {
+  int64_t epoch = 0;        // 0-based
+  int64_t global_step = 0;  // steps taken so far
+  bool stopped = false;     // at --max_steps, before the epoch's end
+  double train_loss = 0;    // over the whole epoch, steps before a resume included
+  double test_loss = 0;
+  double test_acc = 0;      // a fraction
+  double epoch_time_s = 0;
+  double wall_s = 0;
+};
+
+// Prints the epoch's line and returns its {"type":"epoch",...} JSON line,
+// to which the trainer adds what describes its run (hook, backend, ...).
+JsonLine report_epoch(const EpochReport& epoch);
+
 }  // namespace ddpx::trainer
 
 #endif  // DDPX_EXAMPLES_TRAINER_METRICS_H_

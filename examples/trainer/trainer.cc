@@ -262,22 +262,8 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
       // Over the whole epoch, the steps before a resume included.
       const double train_loss =
           progress.epoch_loss_count ? progress.epoch_loss_sum / progress.epoch_loss_count : 0.0;
-      printf("epoch %lld%s: train loss %.4f | test loss %.4f | test accuracy %.2f%% | "
-             "%.1f s | wall %.1f s\n",
-             (long long)progress.epoch + 1, stopped ? " (stopped at --max_steps)" : "",
-             train_loss, eval.loss, 100 * eval.accuracy,
-             epoch_time, wall());
-      fflush(stdout);
-      metrics.write(JsonLine()
-                        .add("type", std::string("epoch"))
-                        .add("epoch", progress.epoch + 1)
-                        .add("step", progress.global_step)
-                        .add("complete", static_cast<int64_t>(!stopped))
-                        .add("train_loss", train_loss)
-                        .add("test_loss", eval.loss)
-                        .add("test_acc", eval.accuracy)
-                        .add("epoch_time_s", epoch_time)
-                        .add("wall_s", wall())
+      metrics.write(report_epoch({progress.epoch, progress.global_step, stopped, train_loss,
+                                  eval.loss, eval.accuracy, epoch_time, wall()})
                         .add("hook", c.hook)
                         .add("backend", c.backend)
                         .add("world_size", static_cast<int64_t>(world)));
