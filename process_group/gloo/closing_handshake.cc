@@ -11,6 +11,8 @@
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
 
+#include "process_group/gloo/tcp_pair_access.h"
+
 namespace ddpx {
 namespace {
 
@@ -22,12 +24,22 @@ constexpr uint8_t kClosingSlotPrefix = 0x41;
 // One leaving group. Members are released in reverse order: the buffers
 // before the context they use, the connections last.
 struct Leaving {
+  ~Leaving() {
+    // A message still outstanding (the wait stopped at a failed peer or at
+    // the limit) is a pair that may yet write into `peers_done` or signal a
+    // buffer from the device thread, while the buffers are freed here:
+    // close the pairs first and let their handlers return.
+    if (context != nullptr && (gave_up || sends_left > 0 || recvs_left > 0)) {
+      tcp_pairs_close_and_settle(*context, "ddpx: leaving the group");
+    }
+  }
   std::vector<std::shared_ptr<void>> keep_alive;
   std::shared_ptr<gloo::Context> context;
   uint8_t done_byte = 1;
   std::vector<uint8_t> peers_done;  // one byte per rank
   std::unique_ptr<gloo::transport::UnboundBuffer> send_buffer, recv_buffer;
   int sends_left = 0, recvs_left = 0;
+  bool gave_up = false;  // stopped waiting for messages that did not come
   Clock::time_point deadline;
 };
 
@@ -41,10 +53,17 @@ bool wait_until(Leaving& l, Clock::time_point until) {
       if (remaining.count() <= 0) return false;
       try {
         const bool completed = recv ? b.waitRecv(remaining) : b.waitSend(remaining);
-        if (!completed) left = 0;  // aborted
-        else --left;
+        if (completed) {
+          --left;
+        } else {  // aborted
+          left = 0;
+          l.gave_up = true;
+        }
       } catch (const std::exception&) {
-        if (Clock::now() < until) left = 0;  // a peer failed: stop waiting
+        if (Clock::now() < until) {  // a peer failed: stop waiting
+          left = 0;
+          l.gave_up = true;
+        }
       }
     }
     return true;
@@ -113,6 +132,7 @@ void close_after_peers(std::shared_ptr<gloo::Context> context,
       ++l->sends_left;
     }
   } catch (const std::exception&) {
+    l->gave_up = true;  // some messages may be posted
     return;  // the connections are already broken: nothing to protect
   }
   if (wait_until(*l, start + std::min(grace, limit))) return;

@@ -61,6 +61,12 @@ struct Internals : TcpPair {
     }
     return false;
   }
+  // Fails the pair's pending ops with `reason` and closes it (unless a
+  // failure already did): what tcp::Context does to every pair when an op
+  // times out. Takes the pair's lock itself.
+  static void fail_and_close(TcpPair& pair, const std::string& reason) {
+    (pair.*(&Internals::signalExceptionExternal))(reason);
+  }
   // The peer's address as Gloo's messages print it.
   static std::string peer_address(TcpPair& pair) {
     return (pair.*(&Internals::peer_)).str();
@@ -195,6 +201,21 @@ absl::Status tcp_pair_set_io_timeout(gloo::Context& context, int peer,
         absl::StrCat("setsockopt(SO_RCVTIMEO/SO_SNDTIMEO): ", strerror(errno)));
   }
   return absl::OkStatus();
+}
+
+void tcp_pairs_close_and_settle(gloo::Context& context, const std::string& reason) {
+  for (int peer = 0; peer < context.size; ++peer) {
+    TcpPair* pair = tcp_pair(context, peer);
+    if (pair == nullptr) continue;
+    // Closing unregisters a live pair from the device loop and waits for
+    // the loop's next tick; a pair that failed on the device thread closed
+    // itself there, without that wait.
+    Internals::fail_and_close(*pair, reason);
+    // The device thread handles a pair's events only under its lock (it
+    // try-locks and skips the pair otherwise), so once the lock is free the
+    // handler that failed the pair (and signalled the buffers) has returned.
+    std::lock_guard<std::mutex> settled(Internals::mutex(*pair));
+  }
 }
 
 std::mutex* tcp_pair_mutex(gloo::Context& context, int peer) {

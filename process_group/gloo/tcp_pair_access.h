@@ -77,6 +77,14 @@ struct PairReport {
 };
 PairReport report_pairs(gloo::Context& context, const std::string& cause);
 
+// Closes every TCP pair of `context` the way Gloo does when an op times out
+// (each pending op on it fails with `reason`) and returns once the device
+// thread runs no handler of any of them. After that no pair touches an
+// unbound buffer posted on `context`, so the buffer may be freed even
+// though some of its receives or sends never completed: Gloo's pairs hold
+// such buffers by a weak pointer that does not keep them alive while in use.
+void tcp_pairs_close_and_settle(gloo::Context& context, const std::string& reason);
+
 // The lock Gloo takes around the fields above (tests check it is Gloo's).
 std::mutex* tcp_pair_mutex(gloo::Context& context, int peer);
 

@@ -15,10 +15,12 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "gloo/allreduce_ring.h"
+#include "gloo/common/error.h"
 #include "gloo/rendezvous/hash_store.h"
 #include "gtest/gtest.h"
 #include "tests/process_group/gloo/gloo_test_util.h"
@@ -184,6 +186,35 @@ TEST(TcpPairAccess, SizingSetsTheSocketAndTheRecord) {
     // Linux reports twice what it granted.
     EXPECT_EQ(tcp_pair_socket_send_buffer(context, peer), size_t{128} << 10);
     EXPECT_EQ(reported_send_buffer(tcp_pair_socket(context, peer)), 128 << 10);
+  });
+}
+
+// Closing and settling fails the receives still posted with the reason
+// given, closes the sockets (a peer waiting for data hears of it at once,
+// not at its timeout), and leaves the buffer free to be released.
+TEST(TcpPairAccess, CloseAndSettleFailsPostedOpsAndClosesThePairs) {
+  run_raw_ranks([](Context& context, int rank) {
+    const int peer = 1 - rank;
+    uint8_t byte = 0;
+    auto buffer = context.createUnboundBuffer(&byte, 1);
+    buffer->recv(peer, /*slot=*/7);  // never sent by the peer
+    if (rank == 0) {
+      tcp_pairs_close_and_settle(context, "test: leaving the group");
+      EXPECT_EQ(tcp_pair_socket(context, peer), -1);
+      try {
+        buffer->waitRecv(milliseconds(5000));
+        ADD_FAILURE() << "a receive posted on a closed pair completed";
+      } catch (const gloo::IoException& e) {
+        EXPECT_NE(std::string(e.what()).find("test: leaving the group"), std::string::npos)
+            << e.what();
+      }
+    } else {
+      const auto start = std::chrono::steady_clock::now();
+      EXPECT_THROW(buffer->waitRecv(milliseconds(20000)), gloo::IoException);
+      EXPECT_LT(std::chrono::steady_clock::now() - start, milliseconds(10000))
+          << "the peer learnt of the closed pair only at its timeout";
+    }
+    buffer.reset();  // no device-thread handler may touch it any more
   });
 }
 
