@@ -127,8 +127,8 @@ Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
       slot_bytes_(slot_bytes),
       peers_(std::move(peers)),
       policy_(policy),
-      slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0),
-      checked_(static_cast<size_t>(size), 0) {
+      checked_(static_cast<size_t>(size), 0),
+      slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0) {
   controls_[rank_]->signal.cpu.store(-1, std::memory_order_relaxed);
 }
 
