@@ -193,12 +193,16 @@ TEST(TcpPairAccess, SizingSetsTheSocketAndTheRecord) {
 // given, closes the sockets (a peer waiting for data hears of it at once,
 // not at its timeout), and leaves the buffer free to be released.
 TEST(TcpPairAccess, CloseAndSettleFailsPostedOpsAndClosesThePairs) {
-  run_raw_ranks([](Context& context, int rank) {
+  std::atomic<int> posted{0};
+  run_raw_ranks([&posted](Context& context, int rank) {
     const int peer = 1 - rank;
     uint8_t byte = 0;
     auto buffer = context.createUnboundBuffer(&byte, 1);
     buffer->recv(peer, /*slot=*/7);  // never sent by the peer
+    posted.fetch_add(1);
     if (rank == 0) {
+      // Posting on a pair the peer already closed throws at once.
+      while (posted.load() < kSize) std::this_thread::sleep_for(milliseconds(1));
       tcp_pairs_close_and_settle(context, "test: leaving the group");
       EXPECT_EQ(tcp_pair_socket(context, peer), -1);
       try {
