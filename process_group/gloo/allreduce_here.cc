@@ -70,7 +70,7 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
     return true;
   };
 
-  begun.trace.started();
+  begun.trace.started_at_issue();
   absl::Status s = begun.op.begin(begun.deadline);
   if (!s.ok()) {
     op_failed_ = true;
