@@ -47,9 +47,15 @@ class Future : public std::enable_shared_from_this<Future<T>> {
  public:
   using Callback = std::function<void(Future<T>&)>;
 
-  static std::shared_ptr<Future<T>> create() {
-    return std::shared_ptr<Future<T>>(new Future<T>());
-  }
+  // Only through create() (the key is private); public for make_shared,
+  // which puts the future and its reference counts in one allocation.
+  class Key {
+    friend class Future;
+    explicit Key() = default;
+  };
+  explicit Future(Key) {}
+
+  static std::shared_ptr<Future<T>> create() { return std::make_shared<Future<T>>(Key()); }
   static std::shared_ptr<Future<T>> ready(T value) {
     auto f = create();
     f->set_value(std::move(value));
@@ -146,8 +152,6 @@ class Future : public std::enable_shared_from_this<Future<T>> {
   }
 
  private:
-  Future() = default;
-
   bool complete(absl::Status status, std::optional<T> value) {
     std::vector<Callback> callbacks;
     {
