@@ -30,6 +30,7 @@ inline constexpr std::chrono::milliseconds kNoTimeout{-1};
 
 template <typename T>
 class Future;
+class FutureWork;
 
 namespace future_internal {
 template <typename R>
@@ -48,9 +49,11 @@ class Future : public std::enable_shared_from_this<Future<T>> {
   using Callback = std::function<void(Future<T>&)>;
 
   // Only through create() (the key is private); public for make_shared,
-  // which puts the future and its reference counts in one allocation.
+  // which puts the future and its reference counts in one allocation, and
+  // for FutureWork, whose Work may hold its future in its own allocation.
   class Key {
     friend class Future;
+    friend class FutureWork;
     explicit Key() = default;
   };
   explicit Future(Key) {}
