@@ -63,6 +63,13 @@ const ClockBase& clock_base() {
 thread_local const TraceSite* t_site = nullptr;
 thread_local CurrentTrace* t_current = nullptr;
 
+// A ring's slots for `capacity` entries: the power of two at or above it.
+size_t slots_for(size_t capacity) {
+  size_t n = 1;
+  while (n < capacity) n *= 2;
+  return n;
+}
+
 size_t capacity_from_env() {
   const char* v = std::getenv("DDPX_TRACE_BUFFER_SIZE");
   if (v == nullptr || *v == '\0') return FlightRecorder::kDefaultCapacity;
@@ -173,6 +180,9 @@ TraceHandle CurrentTrace::claim() {
 void TraceHandle::started() const {
   if (recorder != nullptr) recorder->started(*this);
 }
+void TraceHandle::started_at_issue() const {
+  if (recorder != nullptr) recorder->started_at_issue(*this);
+}
 void TraceHandle::completed() const {
   if (recorder != nullptr) recorder->completed(*this);
 }
@@ -192,6 +202,11 @@ FlightRecorder& FlightRecorder::get() {
   static FlightRecorder* recorder = new FlightRecorder(capacity_from_env());
   return *recorder;
 }
+
+static_assert(sizeof(TraceOp) <= 64, "a slot keeps an op's arguments in one cache line");
+
+FlightRecorder::Ring::Ring(size_t n)
+    : capacity(n), mask(slots_for(n) - 1), slots(new Slot[slots_for(n)]) {}
 
 FlightRecorder::FlightRecorder(size_t capacity) {
   rings_.push_back(std::make_unique<Ring>(capacity));
@@ -236,12 +251,26 @@ FlightRecorder::Slot* FlightRecorder::slot_of(const TraceHandle& handle) {
 }
 
 TraceEntry FlightRecorder::read_slot(Slot& slot) {
+  TraceEntry e;
   lock(slot);
-  TraceEntry e = slot.entry;
-  e.state = static_cast<TraceState>(slot.state.load(std::memory_order_acquire));
   e.id = slot.id.load(std::memory_order_relaxed);
-  e.started_ns = slot.started.load(std::memory_order_relaxed);
-  e.ended_ns = slot.ended.load(std::memory_order_relaxed);
+  if (e.id != 0) {
+    e.state = static_cast<TraceState>(slot.state.load(std::memory_order_acquire));
+    e.started_ns = slot.started.load(std::memory_order_relaxed);
+    e.ended_ns = slot.ended.load(std::memory_order_relaxed);
+    e.group = slot.group;
+    e.seq = slot.seq;
+    e.op = slot.op;
+    e.p2p = slot.p2p;
+    e.args = slot.args;
+    e.timeout_ms = slot.timeout_ms;
+    e.enqueued_ns = slot.enqueued;
+    if (slot.has_site) {
+      memcpy(e.site, slot.site, sizeof(e.site));
+      e.site_bucket = slot.site_bucket;
+      e.site_step = slot.site_step;
+    }
+  }
   unlock(slot);
   return e;
 }
@@ -335,9 +364,9 @@ TraceHandle FlightRecorder::record(TraceGroup& group, OpType op, const TraceOp& 
   h.p2p = p2p;
   h.timeout = timeout;
   h.id = next_id_.fetch_add(1, std::memory_order_relaxed);
-  const int64_t now = TraceClock::now();
+  h.enqueued = TraceClock::now();
   const TraceSite* site = t_site;
-  const size_t index = h.id % ring->capacity;
+  const size_t index = h.id & ring->mask;
   Slot& slot = ring->slots[index];
   h.slot = &slot;
   lock(slot);
@@ -345,32 +374,28 @@ TraceHandle FlightRecorder::record(TraceGroup& group, OpType op, const TraceOp& 
   slot.started.store(0, std::memory_order_relaxed);
   slot.ended.store(0, std::memory_order_relaxed);
   slot.state.store(static_cast<uint8_t>(TraceState::kEnqueued), std::memory_order_relaxed);
-  TraceEntry& e = slot.entry;
-  e.group = h.group;
-  e.seq = h.seq;
-  e.op = op;
-  e.p2p = p2p;
-  e.args = args;
-  e.timeout_ms = timeout.count();
-  e.enqueued_ns = now;
+  slot.group = h.group;
+  slot.seq = h.seq;
+  slot.op = op;
+  slot.p2p = p2p;
+  slot.args = args;
+  slot.timeout_ms = timeout.count();
+  slot.enqueued = h.enqueued;
+  slot.has_site = site != nullptr;
   if (site != nullptr) {
-    strncpy(e.site, site->what(), sizeof(e.site) - 1);
-    e.site[sizeof(e.site) - 1] = '\0';
-    e.site_bucket = site->bucket();
-    e.site_step = site->step();
-  } else {
-    e.site[0] = '\0';
-    e.site_bucket = -1;
-    e.site_step = -1;
+    strncpy(slot.site, site->what(), sizeof(slot.site) - 1);
+    slot.site[sizeof(slot.site) - 1] = '\0';
+    slot.site_bucket = site->bucket();
+    slot.site_step = site->step();
   }
   slot.id.store(h.id, std::memory_order_release);
   unlock(slot);
   // The next op's slot, for writing: it is cold (the ring is larger than
   // the caches keep for it), and the op about to run gives the fetch time.
-  const Slot* next = &ring->slots[index + 1 == ring->capacity ? 0 : index + 1];
-  for (size_t off = 0; off < sizeof(Slot); off += 64) {
-    __builtin_prefetch(reinterpret_cast<const char*>(next) + off, 1, 3);
-  }
+  // Its first two lines: the third is written only with a call site.
+  const Slot* next = &ring->slots[(index + 1) & ring->mask];
+  __builtin_prefetch(next, 1, 3);
+  __builtin_prefetch(&next->args, 1, 3);
   return h;
 }
 
@@ -383,6 +408,15 @@ void FlightRecorder::started(const TraceHandle& h) {
   if (slot->state.load(std::memory_order_relaxed) == static_cast<uint8_t>(TraceState::kEnqueued)) {
     slot->state.store(static_cast<uint8_t>(TraceState::kStarted), std::memory_order_release);
   }
+}
+
+void FlightRecorder::started_at_issue(const TraceHandle& h) {
+  if (!h) return;
+  Slot* slot = slot_of(h);
+  if (slot == nullptr) return;
+  // Right after record(), on the same thread: nothing else has touched it.
+  slot->started.store(h.enqueued, std::memory_order_relaxed);
+  slot->state.store(static_cast<uint8_t>(TraceState::kStarted), std::memory_order_release);
 }
 
 void FlightRecorder::finish(const TraceHandle& h, TraceState state) {
@@ -472,10 +506,13 @@ absl::Status FlightRecorder::failed(const TraceHandle& h, absl::Status error) {
 
 std::string FlightRecorder::describe_state(int32_t group) const {
   Ring* ring = ring_.load(std::memory_order_acquire);
+  // Only what a snapshot would keep: the newest `capacity` entries.
+  const uint64_t newest = next_id_.load(std::memory_order_relaxed) - 1;
+  const uint64_t oldest_kept = newest >= ring->capacity ? newest - ring->capacity + 1 : 1;
   TraceEntry last;
-  for (size_t i = 0; i < ring->capacity; ++i) {
+  for (size_t i = 0; i <= ring->mask; ++i) {
     TraceEntry e = read_slot(ring->slots[i]);
-    if (e.id != 0 && e.group == group && e.id > last.id) last = e;
+    if (e.id >= oldest_kept && e.group == group && e.id > last.id) last = e;
   }
   if (last.id == 0) return "no op recorded";
   const TraceClock::ToNs to_ns = TraceClock::converter();
@@ -504,13 +541,17 @@ FlightRecorder::Snapshot FlightRecorder::snapshot() const {
   Snapshot s;
   Ring* ring = ring_.load(std::memory_order_acquire);
   s.capacity = ring->capacity;
-  s.entries.reserve(ring->capacity);
-  for (size_t i = 0; i < ring->capacity; ++i) {
+  s.entries.reserve(ring->mask + 1);
+  for (size_t i = 0; i <= ring->mask; ++i) {
     TraceEntry e = read_slot(ring->slots[i]);
     if (e.id != 0) s.entries.push_back(e);
   }
   std::sort(s.entries.begin(), s.entries.end(),
             [](const TraceEntry& a, const TraceEntry& b) { return a.id < b.id; });
+  // The ring's slots beyond the capacity hold older entries than it keeps.
+  if (s.entries.size() > ring->capacity) {
+    s.entries.erase(s.entries.begin(), s.entries.end() - ring->capacity);
+  }
   const TraceClock::ToNs to_ns = TraceClock::converter();
   for (TraceEntry& e : s.entries) {
     e.enqueued_ns = to_ns(e.enqueued_ns);

@@ -12,11 +12,14 @@
 // and completion where it can (Gloo does); otherwise the front end marks
 // completion from the Work's future.
 //
-// Cost: no allocation per op; one atomic increment for the record id, a
-// per-slot spin lock (uncontended: the slot is written by one op at a time)
-// around plain stores, three clock reads. DDPX_TRACE_BUFFER_SIZE sets the
-// number of entries (default 2000, 0 turns recording off); set_capacity()
-// and set_enabled() change it at run time.
+// Cost: no allocation per op; atomic increments for the group's sequence
+// number and the record id, a per-slot spin lock (uncontended: the slot is
+// written by one op at a time) around plain stores to two cache lines (a
+// third when a TraceSite is active), two clock reads (enqueue, completion;
+// an op begun on the issuing thread at issue takes its enqueue time as its
+// start). DDPX_TRACE_BUFFER_SIZE sets the number of entries (default 2000,
+// 0 turns recording off); set_capacity() and set_enabled() change it at run
+// time.
 //
 // Failures go through failed(), which names the op, its sequence number,
 // group and the peers the transport was still waiting for (culprits.h), and
@@ -151,9 +154,14 @@ struct TraceHandle {
   // The ring slot record() wrote (FlightRecorder::Slot; rings live as long
   // as their recorder): start and completion find it without a division.
   void* slot = nullptr;
+  // When it was recorded (TraceClock ticks), for started_at_issue().
+  int64_t enqueued = 0;
 
   explicit operator bool() const { return id != 0; }
   void started() const;
+  // The op began on the issuing thread right after it was recorded: its
+  // start is its enqueue time (no second clock read for the same moment).
+  void started_at_issue() const;
   void completed() const;
   // The error to hand to the caller (see FlightRecorder::failed).
   absl::Status failed(absl::Status error) const;
@@ -256,6 +264,7 @@ class FlightRecorder {
   TraceHandle record(TraceGroup& group, OpType op, const TraceOp& args,
                      std::chrono::milliseconds timeout);
   void started(const TraceHandle& handle);
+  void started_at_issue(const TraceHandle& handle);
   void completed(const TraceHandle& handle);
   // Records the failure and returns the error for the caller: the op, its
   // sequence number and group in front ("allreduce #1234 of group
@@ -289,17 +298,38 @@ class FlightRecorder {
   // thread runs the op, as atomics, after checking `id` (a slot overwritten
   // in the meantime, 'capacity' ops later, is left alone). Timestamps are
   // TraceClock ticks; snapshots convert them.
+  //
+  // Three cache lines, so that an op writes no more than it records: the
+  // first holds what record() and completion both write (the lock, id,
+  // progress, group, sequence number), the second the arguments, the third
+  // the call site, written and read only when there is one (`has_site`).
   struct alignas(64) Slot {
+    // Line 0.
     std::atomic<uint32_t> busy{0};
+    std::atomic<uint8_t> state{0};
+    OpType op = OpType::kAllreduce;
+    bool p2p = false;
+    bool has_site = false;
     std::atomic<uint64_t> id{0};
     std::atomic<int64_t> started{0};
     std::atomic<int64_t> ended{0};
-    std::atomic<uint8_t> state{0};
-    TraceEntry entry;
+    int64_t enqueued = 0;
+    uint64_t seq = 0;
+    int64_t timeout_ms = 0;
+    int32_t group = -1;
+    // Line 1.
+    alignas(64) TraceOp args;
+    // Line 2.
+    alignas(64) char site[32] = {};
+    int64_t site_bucket = -1;
+    int64_t site_step = -1;
   };
+  // The slots are a power of two, so that an id finds its slot with a mask;
+  // snapshots keep the newest `capacity` of what they hold.
   struct Ring {
-    explicit Ring(size_t n) : capacity(n), slots(new Slot[n == 0 ? 1 : n]) {}
+    explicit Ring(size_t n);
     const size_t capacity;
+    const size_t mask;  // slots - 1
     std::unique_ptr<Slot[]> slots;
   };
   static void lock(Slot& slot);

@@ -7,6 +7,7 @@
 #ifndef DDPX_PROCESS_GROUP_FUTURE_H_
 #define DDPX_PROCESS_GROUP_FUTURE_H_
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <functional>
@@ -29,6 +30,7 @@ inline constexpr std::chrono::milliseconds kNoTimeout{-1};
 
 template <typename T>
 class Future;
+class FutureWork;
 
 namespace future_internal {
 template <typename R>
@@ -46,9 +48,17 @@ class Future : public std::enable_shared_from_this<Future<T>> {
  public:
   using Callback = std::function<void(Future<T>&)>;
 
-  static std::shared_ptr<Future<T>> create() {
-    return std::shared_ptr<Future<T>>(new Future<T>());
-  }
+  // Only through create() (the key is private); public for make_shared,
+  // which puts the future and its reference counts in one allocation, and
+  // for FutureWork, whose Work may hold its future in its own allocation.
+  class Key {
+    friend class Future;
+    friend class FutureWork;
+    explicit Key() = default;
+  };
+  explicit Future(Key) {}
+
+  static std::shared_ptr<Future<T>> create() { return std::make_shared<Future<T>>(Key()); }
   static std::shared_ptr<Future<T>> ready(T value) {
     auto f = create();
     f->set_value(std::move(value));
@@ -71,18 +81,19 @@ class Future : public std::enable_shared_from_this<Future<T>> {
     return set_error(result.status());
   }
 
-  bool is_completed() const {
-    std::lock_guard<std::mutex> lock(mu_);
-    return done_;
-  }
+  bool is_completed() const { return done_.load(std::memory_order_acquire); }
 
   // Blocks until completion or `timeout` (kNoTimeout: forever). Returns the
   // future's error, or DeadlineExceeded if it did not complete in time.
   absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) const {
+    // Completed already (a small op finished where it was issued): the
+    // status no longer changes, no lock needed.
+    if (done_.load(std::memory_order_acquire)) return status_;
     std::unique_lock<std::mutex> lock(mu_);
+    const auto done = [&] { return done_.load(std::memory_order_relaxed); };
     if (timeout < std::chrono::milliseconds::zero()) {
-      cv_.wait(lock, [&] { return done_; });
-    } else if (!cv_.wait_for(lock, timeout, [&] { return done_; })) {
+      cv_.wait(lock, done);
+    } else if (!cv_.wait_for(lock, timeout, done)) {
       return absl::DeadlineExceededError(absl::StrCat(
           "future not completed within ", timeout.count(), " ms"));
     }
@@ -108,6 +119,7 @@ class Future : public std::enable_shared_from_this<Future<T>> {
     return *value_;
   }
   absl::Status status() const {
+    if (done_.load(std::memory_order_acquire)) return status_;
     std::lock_guard<std::mutex> lock(mu_);
     return status_;
   }
@@ -117,7 +129,7 @@ class Future : public std::enable_shared_from_this<Future<T>> {
   void add_callback(Callback cb) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (!done_) {
+      if (!done_.load(std::memory_order_relaxed)) {
         callbacks_.push_back(std::move(cb));
         return;
       }
@@ -143,16 +155,15 @@ class Future : public std::enable_shared_from_this<Future<T>> {
   }
 
  private:
-  Future() = default;
-
   bool complete(absl::Status status, std::optional<T> value) {
     std::vector<Callback> callbacks;
     {
       std::lock_guard<std::mutex> lock(mu_);
-      if (done_) return false;
+      if (done_.load(std::memory_order_relaxed)) return false;
       status_ = std::move(status);
       value_ = std::move(value);
-      done_ = true;
+      // Release: a reader that sees it done reads status_ without the lock.
+      done_.store(true, std::memory_order_release);
       callbacks.swap(callbacks_);
     }
     cv_.notify_all();
@@ -162,7 +173,9 @@ class Future : public std::enable_shared_from_this<Future<T>> {
 
   mutable std::mutex mu_;
   mutable std::condition_variable cv_;
-  bool done_ = false;
+  // Written under mu_; read without it by is_completed() and, once true, by
+  // wait() and status() (status_ and value_ never change after that).
+  std::atomic<bool> done_{false};
   absl::Status status_;
   std::optional<T> value_;
   std::vector<Callback> callbacks_;

@@ -44,8 +44,7 @@ class Work {
 // with finish() / fail().
 class FutureWork : public Work {
  public:
-  explicit FutureWork(OpType op)
-      : op_(op), future_(Future<TensorList>::create()) {}
+  explicit FutureWork(OpType op) : FutureWork(op, Future<TensorList>::create()) {}
 
   // A Work that has already failed: how bad input is reported.
   static std::shared_ptr<FutureWork> failed(OpType op, absl::Status error) {
@@ -65,7 +64,7 @@ class FutureWork : public Work {
   absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) override {
     return future_->wait(timeout);
   }
-  std::shared_ptr<Future<TensorList>> get_future() override { return future_; }
+  std::shared_ptr<Future<TensorList>> get_future() override { return owned_future_; }
   int source_rank() const override { return source_rank_; }
   void abort() override {
     fail(absl::CancelledError(std::string(op_type_name(op_)) + ": aborted"));
@@ -78,11 +77,21 @@ class FutureWork : public Work {
   void fail(absl::Status error) { future_->set_error(std::move(error)); }
 
  protected:
+  // For a Work that holds its future itself (GlooWork: one allocation for
+  // both); it overrides get_future() to hand out `*future` as part of it.
+  FutureWork(OpType op, Future<TensorList>* future) : op_(op), future_(future) {}
+  static Future<TensorList>::Key future_key() { return Future<TensorList>::Key(); }
+
   // For backends whose Work completes its future in its own way (NcclWork).
   const OpType op_;
-  const std::shared_ptr<Future<TensorList>> future_;
+  Future<TensorList>* const future_;
 
  private:
+  FutureWork(OpType op, std::shared_ptr<Future<TensorList>> future)
+      : op_(op), future_(future.get()), owned_future_(std::move(future)) {}
+
+  // Null when the subclass holds the future.
+  const std::shared_ptr<Future<TensorList>> owned_future_;
   std::atomic<int> source_rank_{-1};
 };
 

@@ -47,7 +47,7 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
   // only when its rest goes to the worker.
   BegunAllreduce begun{shm::SmallAllreduce(channel, t.data(), count, r), {},
                        std::make_shared<GlooWork>(OpType::kAllreduce, timeout),
-                       CurrentTrace::claim(), shm::Deadline::after(timeout), opts.op};
+                       CurrentTrace::claim(), shm::Deadline::from_first_wait(timeout), opts.op};
   std::shared_ptr<GlooWork> work = begun.work;
   // Finishes the op (waiting for the peers when `wait`) and completes the
   // Work with `outputs`; false when it was not to wait and the peers are not
@@ -70,7 +70,7 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
     return true;
   };
 
-  begun.trace.started();
+  begun.trace.started_at_issue();
   absl::Status s = begun.op.begin(begun.deadline);
   if (!s.ok()) {
     op_failed_ = true;
@@ -85,6 +85,8 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
   // The peers have not posted yet: the rest runs as the worker's next task
   // (or on the thread that waits for it), keeping the caller's tensors.
   begun.tensors = tensors;
+  // Its time starts now, whenever the worker or a waiter takes it up.
+  begun.deadline = shm::Deadline::after(timeout);
   auto rest_of = std::make_shared<BegunAllreduce>(std::move(begun));
   WorkerPool::Task rest;
   rest.cancel = [b = rest_of.get()] {

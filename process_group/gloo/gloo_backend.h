@@ -155,7 +155,7 @@ class GlooBackend : public Backend {
 
     // The op's deadline on the shared-memory path: its timeout from when it
     // began to run (without reading the clock again).
-    shm::Deadline shm_deadline() const { return {started + timeout, timeout}; }
+    shm::Deadline shm_deadline() const { return shm::Deadline::until(started + timeout, timeout); }
   };
   // A 1-D tensor of `numel` elements over the worker's reusable buffer,
   // grown when too small: staging copies then fault in fresh pages once per

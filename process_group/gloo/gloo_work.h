@@ -15,10 +15,18 @@ namespace ddpx {
 // common "issue, then wait at once" pattern then costs no thread hand-off.
 // Ops nobody waits for still run on their worker, asynchronously. An op
 // that completed where it was issued has no ticket.
-class GlooWork : public FutureWork {
+//
+// Its future is a member, so an op allocates one block for both; the future
+// get_future() hands out shares the work's ownership. Made with make_shared
+// only (get_future() needs it).
+class GlooWork : public FutureWork, public std::enable_shared_from_this<GlooWork> {
  public:
   GlooWork(OpType op, std::chrono::milliseconds op_timeout)
-      : FutureWork(op), op_timeout_(op_timeout) {}
+      : FutureWork(op, &own_future_), own_future_(future_key()), op_timeout_(op_timeout) {}
+
+  std::shared_ptr<Future<TensorList>> get_future() override {
+    return std::shared_ptr<Future<TensorList>>(shared_from_this(), &own_future_);
+  }
 
   // Set once, before the work is handed to the caller.
   void set_ticket(std::shared_ptr<WorkerPool::Ticket> ticket) {
@@ -35,6 +43,7 @@ class GlooWork : public FutureWork {
   }
 
  private:
+  Future<TensorList> own_future_;  // future_ points here
   const std::chrono::milliseconds op_timeout_;
   std::shared_ptr<WorkerPool::Ticket> ticket_;
 };

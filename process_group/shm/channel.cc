@@ -155,7 +155,7 @@ absl::Status Channel::give_up_if_abandoned(int peer, uint32_t step, const Deadli
   absl::Status s = absl::UnavailableError(absl::StrCat(
       "rank ", peer, " gave up on the shared-memory path",
       known ? absl::StrCat(" while it waited for rank ", word - 1) : "",
-      " (timeout ", deadline.timeout.count(), " ms)"));
+      " (timeout ", deadline.timeout().count(), " ms)"));
   set_culprits(&s, {CulpritReason::kGaveUp, {peer}});
   return fail(std::move(s), known ? static_cast<int>(word - 1) : peer);
 }
@@ -190,7 +190,7 @@ absl::Status Channel::check_same_op(int peer, const Deadline& deadline) {
   absl::Status s = absl::InvalidArgumentError(absl::StrCat(
       "rank ", peer, " runs another op on the shared-memory path: ",
       description_of(theirs).str(), " where this rank runs ", description_of(op_stamp_).str(),
-      " (op ", ops_, " of this channel; timeout ", deadline.timeout.count(), " ms)"));
+      " (op ", ops_, " of this channel; timeout ", deadline.timeout().count(), " ms)"));
   set_culprits(&s, {CulpritReason::kMismatch, {peer}});
   return fail(std::move(s), peer);
 }
@@ -256,9 +256,10 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
   if (absl::Status s = give_up_if_abandoned(peer, step, deadline); !s.ok()) return s;
   std::atomic<uint32_t>& signal = controls_[peer]->signal.value;
   std::atomic<uint32_t>& sleepers = controls_[peer]->sleepers.value;
+  const Clock::time_point give_up_at = deadline.at(start);
   for (;;) {
     const Clock::time_point now = Clock::now();
-    if (now >= deadline.at) {
+    if (now >= give_up_at) {
       // Every peer that has not posted the step, not only the one awaited.
       std::vector<int> behind;
       for (int p = 0; p < size_; ++p) {
@@ -274,7 +275,7 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
                               absl::StrJoin(rest, ", "), " did not post it either");
       }
       absl::Status s = absl::DeadlineExceededError(absl::StrCat(
-          "timed out after ", deadline.timeout.count(), " ms on the shared-memory path: no step ",
+          "timed out after ", deadline.timeout().count(), " ms on the shared-memory path: no step ",
           step, " from rank ", peer, " (it is at step ", signal.load(std::memory_order_relaxed),
           "; stopped, hung or in another op", others, ")"));
       set_culprits(&s, {CulpritReason::kSilent, behind});
@@ -283,7 +284,7 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
     sleepers.fetch_add(1, std::memory_order_seq_cst);
     const uint32_t seen = signal.load(std::memory_order_seq_cst);
     if (static_cast<int32_t>(seen - step) < 0) {
-      futex_wait(&signal, seen, std::min<Clock::duration>(deadline.at - now, kSleepSlice));
+      futex_wait(&signal, seen, std::min<Clock::duration>(give_up_at - now, kSleepSlice));
     }
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(peer, step)) return absl::OkStatus();
@@ -291,7 +292,7 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
     if (process_exited(peers_[peer])) {
       absl::Status s = absl::UnavailableError(absl::StrCat(
           "rank ", peer, " (pid ", peers_[peer].pid,
-          ") exited during the op on the shared-memory path (timeout ", deadline.timeout.count(),
+          ") exited during the op on the shared-memory path (timeout ", deadline.timeout().count(),
           " ms)"));
       set_culprits(&s, {CulpritReason::kExited, {peer}});
       return fail(std::move(s), peer);

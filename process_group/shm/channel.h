@@ -33,12 +33,41 @@ namespace ddpx {
 namespace shm {
 
 // When an op gives up, and how to say so.
-struct Deadline {
-  std::chrono::steady_clock::time_point at;
-  std::chrono::milliseconds timeout;
+class Deadline {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  // `timeout` from now.
   static Deadline after(std::chrono::milliseconds timeout) {
-    return {std::chrono::steady_clock::now() + timeout, timeout};
+    return Deadline(timeout, Clock::now() + timeout);
   }
+  // At `at`, the end of a `timeout` that began earlier.
+  static Deadline until(Clock::time_point at, std::chrono::milliseconds timeout) {
+    return Deadline(timeout, at);
+  }
+  // `timeout` from when the op first waits longer than its spin: a small op
+  // mostly finishes without that wait, and then without a clock read for a
+  // deadline it never needed (on the critical path of an 8 B op, which is
+  // well under a microsecond). The op gives up at most its spin later than
+  // `timeout` after its first wait began.
+  static Deadline from_first_wait(std::chrono::milliseconds timeout) {
+    return Deadline(timeout, Clock::time_point::max());
+  }
+
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  // When the op gives up; a deadline from_first_wait() is set here, by the
+  // first wait that asks, from `waiting_since` (when that wait began).
+  // Used by the thread running the op only.
+  Clock::time_point at(Clock::time_point waiting_since) const {
+    if (at_ == Clock::time_point::max()) at_ = waiting_since + timeout_;
+    return at_;
+  }
+
+ private:
+  Deadline(std::chrono::milliseconds timeout, Clock::time_point at) : timeout_(timeout), at_(at) {}
+
+  std::chrono::milliseconds timeout_;
+  mutable Clock::time_point at_;
 };
 
 // How long a waiter spins, then yields, before it sleeps on the futex.
