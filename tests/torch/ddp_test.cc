@@ -120,6 +120,51 @@ TEST(TorchDdp, BroadcastsParametersAndBuffersFromRank0) {
   EXPECT_EQ(states[0].back(), 1.0f);  // rank 0's num_batches_tracked
 }
 
+// Every buffer as float, in named_buffers order.
+std::vector<float> flat_buffers(::torch::nn::Module& module) {
+  std::vector<float> out;
+  for (const at::Tensor& b : module.buffers()) {
+    at::Tensor c = b.detach().to(at::kFloat).contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
+// Each rank's batches differ, so each rank's BatchNorm running statistics
+// (float) would drift apart; after every synchronized step every rank holds
+// rank 0's, num_batches_tracked (int64) included. Without broadcast_buffers
+// they stay apart.
+TEST(TorchDdp, BuffersAreRank0sAfterEveryStep) {
+  for (bool broadcast : {true, false}) {
+    constexpr int kSteps = 3;
+    std::vector<std::vector<std::vector<float>>> buffers(2);
+    run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+      examples::ResidualCnn model(4, 8);
+      init_parameters(*model);
+      DDPOptions o;
+      o.broadcast_buffers = broadcast;
+      auto ddp = DistributedDataParallel::create(model, pg, o);
+      ASSERT_TRUE(ddp.ok()) << ddp.status();
+      for (int step = 0; step < kSteps; ++step) {
+        if (pg->rank() == 1) {
+          ::torch::NoGradGuard no_grad;
+          model->bn1->num_batches_tracked.add_(step + 5);  // an int64 to bring back
+        }
+        auto [x, y] = golden_batch(4, 8, step, pg->rank());
+        F::cross_entropy(model(x), y).backward();
+        buffers[pg->rank()].push_back(flat_buffers(*model));
+      }
+    });
+    for (int step = 0; step < kSteps; ++step) {
+      if (broadcast) {
+        EXPECT_EQ(buffers[1][step], buffers[0][step]) << "step " << step;
+      } else {
+        EXPECT_NE(buffers[1][step], buffers[0][step]) << "step " << step;
+      }
+    }
+  }
+}
+
 TEST(TorchDdp, ParametersThatDifferBetweenRanksAreNamed) {
   std::vector<std::string> errors(2);
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
