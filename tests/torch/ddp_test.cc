@@ -17,6 +17,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -374,16 +376,24 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
   };
   const Run kStraight{0, 6, false}, kFirstHalf{0, 3, false}, kSecondHalf{3, 6, true};
   std::vector<std::string> checkpoints(2);
+  // Held around every torch archive operation. Ranks as threads of one
+  // process share libtorch's TorchScript type caches, which archives fill
+  // and read; TSan does not see the guards inside the uninstrumented
+  // libtorch (tests/tsan_suppressions.cc), and ranks as processes would not
+  // share them at all.
+  std::mutex archives;
   auto run = [&](const Run& r) {
     std::vector<std::vector<float>> finals(2);
     run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
       const int rank = pg->rank();
       examples::ResidualCnn model(4, 8);
-      ::torch::serialize::InputArchive in;
+      std::optional<::torch::serialize::InputArchive> in;  // made and dropped under the lock
       if (r.resume) {
+        std::lock_guard<std::mutex> lock(archives);
         std::istringstream bytes(checkpoints[rank]);
-        in.load_from(bytes);
-        model->load(in);  // before wrapping: loading swaps tensors
+        in.emplace();
+        in->load_from(bytes);
+        model->load(*in);  // before wrapping: loading swaps tensors
       } else {
         init_parameters(*model);
       }
@@ -394,8 +404,10 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
       ::torch::optim::SGD opt(model->parameters(),
                               ::torch::optim::SGDOptions(0.05).momentum(0.9));
       if (r.resume) {
-        opt.load(in);
-        (*ddp)->load(in);
+        std::lock_guard<std::mutex> lock(archives);
+        opt.load(*in);
+        (*ddp)->load(*in);
+        in.reset();
         EXPECT_EQ((*ddp)->hook_iteration(), r.from);
       }
       for (int s = r.from; s < r.to; ++s) {
@@ -404,13 +416,16 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
         F::cross_entropy(model(x), y).backward();
         opt.step();
       }
-      ::torch::serialize::OutputArchive out;
-      model->save(out);
-      opt.save(out);
-      (*ddp)->save(out);
-      std::ostringstream bytes;
-      out.save_to(bytes);
-      checkpoints[rank] = bytes.str();
+      {
+        std::lock_guard<std::mutex> lock(archives);
+        ::torch::serialize::OutputArchive out;
+        model->save(out);
+        opt.save(out);
+        (*ddp)->save(out);
+        std::ostringstream bytes;
+        out.save_to(bytes);
+        checkpoints[rank] = bytes.str();
+      }
       finals[rank] = flat_parameters(*model);
     });
     return finals;
