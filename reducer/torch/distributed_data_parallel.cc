@@ -19,7 +19,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <map>
 #include <sstream>
 #include <utility>
 
@@ -166,6 +165,9 @@ struct DistributedDataParallel::Impl {
     at::Tensor tensor;
     c10::TensorImpl* impl = nullptr;
     void* data = nullptr;
+    // The buffer's bytes, and where they sit in buffer_bytes.
+    at::Tensor bytes;
+    int64_t offset = 0;
   };
 
   std::shared_ptr<::torch::nn::Module> module;
@@ -175,6 +177,9 @@ struct DistributedDataParallel::Impl {
   std::unique_ptr<::ddpx::DistributedDataParallel> core;
   std::vector<Param> params;
   std::vector<Buf> buffers;
+  // Every buffer's bytes back to back, whatever its dtype: the per-step
+  // broadcast from rank 0 is one collective into memory allocated once.
+  at::Tensor buffer_bytes;
   std::vector<std::string> names;
   // Where every parameter and buffer is (one device per module).
   c10::Device device = c10::Device(c10::DeviceType::CPU);
@@ -205,6 +210,7 @@ struct DistributedDataParallel::Impl {
   // Bucket views: each .grad() is its view (after construction, a rebuild,
   // or .grad() set to none).
   void point_grads_at_views();
+  void lay_out_buffer_bytes();
   absl::Status broadcast_buffers();
 };
 
@@ -373,26 +379,33 @@ void DistributedDataParallel::Impl::finalize_step(uint64_t gen) {
   }
 }
 
+void DistributedDataParallel::Impl::lay_out_buffer_bytes() {
+  int64_t total = 0;
+  for (Buf& b : buffers) {
+    const int64_t n = static_cast<int64_t>(b.tensor.nbytes());
+    // A byte view of the buffer's memory, which check_module_unchanged
+    // keeps the module's at every step.
+    b.bytes = at::from_blob(b.data, {n}, at::TensorOptions().dtype(at::kByte).device(device));
+    b.offset = total;
+    total += n;
+  }
+  buffer_bytes = at::empty({total}, at::TensorOptions().dtype(at::kByte).device(device));
+}
+
 absl::Status DistributedDataParallel::Impl::broadcast_buffers() {
-  if (buffers.empty() || pg->size() == 1) return absl::OkStatus();
-  // One broadcast per dtype: the buffers flattened into one tensor.
-  std::map<c10::ScalarType, std::vector<at::Tensor>> by_dtype;
-  for (const Buf& b : buffers) by_dtype[b.tensor.scalar_type()].push_back(b.tensor);
-  for (auto& [dtype, tensors] : by_dtype) {
-    std::vector<at::Tensor> flat_parts;
-    for (const at::Tensor& t : tensors) flat_parts.push_back(t.reshape({-1}));
-    at::Tensor flat = at::cat(flat_parts);
-    absl::StatusOr<Tensor> shared = borrow(flat, "buffers");
-    if (!shared.ok()) return shared.status();
-    BroadcastOptions o;
-    o.root_rank = 0;
-    if (absl::Status s = pg->broadcast({*shared}, o)->wait(); !s.ok()) return s;
-    int64_t at = 0;
-    for (const at::Tensor& t : tensors) {
-      ::torch::NoGradGuard no_grad;
-      t.view({-1}).copy_(flat.narrow(0, at, t.numel()));
-      at += t.numel();
-    }
+  if (buffer_bytes.numel() == 0 || pg->size() == 1) return absl::OkStatus();
+  const bool root = pg->rank() == 0;
+  auto slot = [&](const Buf& b) { return buffer_bytes.narrow(0, b.offset, b.bytes.numel()); };
+  if (root) {
+    for (const Buf& b : buffers) slot(b).copy_(b.bytes);
+  }
+  absl::StatusOr<Tensor> shared = borrow(buffer_bytes, "buffers");
+  if (!shared.ok()) return shared.status();
+  BroadcastOptions o;
+  o.root_rank = 0;
+  if (absl::Status s = pg->broadcast({*shared}, o)->wait(); !s.ok()) return s;
+  if (!root) {
+    for (const Buf& b : buffers) b.bytes.copy_(slot(b));
   }
   return absl::OkStatus();
 }
@@ -486,6 +499,7 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
     if (!hook.ok()) return hook.status();
     if (absl::Status s = impl->core->register_comm_hook(std::move(*hook)); !s.ok()) return s;
   }
+  impl->lay_out_buffer_bytes();
   impl->point_grads_at_views();
   impl->install_hooks();
   return std::unique_ptr<DistributedDataParallel>(new DistributedDataParallel(std::move(impl)));

@@ -1,8 +1,9 @@
 // End-to-end: //examples/torch:train (the residual CNN with
 // ddpx::torch::DistributedDataParallel) as real processes, 2 ranks over Gloo
 // on loopback, on the real Fashion-MNIST files: the launch, progress lines,
-// metrics JSON, --backend, file:// init, and checkpoint/resume, which the
-// libtorch trainer shares with //examples:train.
+// metrics JSON, --backend, file:// and tcp:// init, and checkpoint/resume,
+// which the libtorch trainer shares with //examples:train (torchrun and
+// SLURM launches: torchrun_torch_train_test, slurm_torch_train_test).
 #include <string>
 #include <vector>
 
@@ -53,20 +54,27 @@ TEST(TorchTrainTest, BackendFlagSwapsTheBackend) {
   EXPECT_EQ(epochs[0]["backend"], "round_robin:gloo*2");
 }
 
+// Ranks started by hand meet through --init=file:// and --init=tcp://
+// (rank 0 serves the store), each rank from --rank/--world_size.
+void expect_ranks_started_by_hand_train(const std::string& dir, const std::string& init) {
+  const std::string out = run_ranks(dir, 2, [&](int r) {
+    return kTorchTrain + " --epochs=1 --max_steps=2 --log_every=1000 " + init +
+           " --world_size=2 --rank=" + std::to_string(r);
+  });
+  EXPECT_NE(out.find("rank 0 exit 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("rank 1 exit 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("2 ranks x batch 16"), std::string::npos) << out;
+  EXPECT_NE(out.find("done: 2 steps"), std::string::npos) << out;
+}
+
 TEST(TorchTrainTest, RanksStartedByHandMeetThroughFileInit) {
   const std::string dir = fresh_dir("torch_file_init");
-  const std::string rank = kTorchTrain + " --epochs=1 --max_steps=2 --log_every=1000 --init=file://" +
-                           dir + "/rendezvous --world_size=2";
-  std::string script;
-  for (int r = 0; r < 2; ++r) {
-    const std::string R = std::to_string(r);
-    script += "(" + rank + " --rank=" + R + ") > " + dir + "/r" + R + ".log 2>&1 & p" + R + "=$!; ";
-  }
-  script += "wait $p0; e0=$?; wait $p1; e1=$?; cat " + dir + "/r0.log " + dir +
-            "/r1.log; exit $((e0 + e1))";
-  RunResult r = run_command("bash -c '" + script + "' < /dev/null");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find("2 ranks x batch 16"), std::string::npos) << r.output;
+  expect_ranks_started_by_hand_train(dir, "--init=file://" + dir + "/rendezvous");
+}
+
+TEST(TorchTrainTest, RanksStartedByHandMeetThroughTcpInit) {
+  expect_ranks_started_by_hand_train(fresh_dir("torch_tcp_init"),
+                                     "--init=tcp://127.0.0.1:" + std::to_string(free_port()));
 }
 
 // Stop at step 11 (mid-epoch 2) and resume to step 20: every loss after the

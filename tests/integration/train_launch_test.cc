@@ -2,10 +2,6 @@
 // RANK/WORLD_SIZE (2 and 4 ranks); a missing rank, a differing world size or
 // job, a rank 0 that cannot bind its port, and two jobs on one port are each
 // refused with a message naming both values, and never merge.
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
 #include <string>
 
 #include "gtest/gtest.h"
@@ -17,34 +13,6 @@ namespace {
 const std::string kTrain = std::string(kTrainBinary) +
                            " --hidden=16 --batch_size=8 --train_limit=64 --epochs=2 --max_steps=3"
                            " --log_every=1000 --timeout_s=20";
-
-int free_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-  socklen_t n = sizeof(a);
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &n);
-  close(fd);
-  return ntohs(a.sin_port);
-}
-
-// Starts `world` ranks in the background, rank r with `rank_args(r)`, waits
-// for all, and prints "rank <r> exit <code>" per rank after their logs.
-std::string run_ranks(const std::string& dir, int world,
-                      const std::function<std::string(int)>& rank_command) {
-  std::string script;
-  for (int r = 0; r < world; ++r)
-    script += "(" + rank_command(r) + ") > " + dir + "/r" + std::to_string(r) + ".log 2>&1 & p" +
-              std::to_string(r) + "=$!; ";
-  for (int r = 0; r < world; ++r) {
-    const std::string R = std::to_string(r);
-    script += "wait $p" + R + "; echo \"rank " + R + " exit $?\"; ";
-  }
-  script += "cat " + dir + "/r*.log";
-  return run_command("bash -c '" + script + "'").output;
-}
 
 void expect_trains(const std::string& output, int world) {
   for (int r = 0; r < world; ++r)

@@ -1,5 +1,7 @@
 #include "tests/integration/train_runner.h"
 
+#include "examples/launcher/launcher.h"
+
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -29,6 +31,22 @@ std::string fresh_dir(const std::string& name) {
   if (system(cmd.c_str()) != 0) abort();
   return dir;
 }
+
+std::string run_ranks(const std::string& dir, int world,
+                      const std::function<std::string(int)>& rank_command) {
+  std::string script;
+  for (int r = 0; r < world; ++r)
+    script += "(" + rank_command(r) + ") > " + dir + "/r" + std::to_string(r) + ".log 2>&1 & p" +
+              std::to_string(r) + "=$!; ";
+  for (int r = 0; r < world; ++r) {
+    const std::string R = std::to_string(r);
+    script += "wait $p" + R + "; echo \"rank " + R + " exit $?\"; ";
+  }
+  script += "cat " + dir + "/r*.log";
+  return run_command("bash -c '" + script + "'").output;
+}
+
+int free_port() { return launcher::pick_free_port(); }
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);

@@ -2,6 +2,7 @@
 #ifndef DDPX_TESTS_INTEGRATION_TRAIN_RUNNER_H_
 #define DDPX_TESTS_INTEGRATION_TRAIN_RUNNER_H_
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -21,6 +22,15 @@ RunResult run_command(const std::string& command);
 
 // A fresh empty folder under TEST_TMPDIR.
 std::string fresh_dir(const std::string& name);
+
+// Ranks started by hand: `world` commands in the background, rank r's
+// being `rank_command(r)` with its output in `dir`/r<r>.log; waits for all
+// and returns "rank <r> exit <code>" per rank followed by their logs.
+std::string run_ranks(const std::string& dir, int world,
+                      const std::function<std::string(int)>& rank_command);
+
+// A loopback TCP port that was free a moment ago (for --init=tcp://).
+int free_port();
 
 // One JSON line of --metrics_out, numbers and strings as text.
 using MetricsLine = std::map<std::string, std::string>;

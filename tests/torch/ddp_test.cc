@@ -17,6 +17,8 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -118,6 +120,51 @@ TEST(TorchDdp, BroadcastsParametersAndBuffersFromRank0) {
   EXPECT_EQ(states[1], states[0]);
   EXPECT_EQ(states[2], states[0]);
   EXPECT_EQ(states[0].back(), 1.0f);  // rank 0's num_batches_tracked
+}
+
+// Every buffer as float, in named_buffers order.
+std::vector<float> flat_buffers(::torch::nn::Module& module) {
+  std::vector<float> out;
+  for (const at::Tensor& b : module.buffers()) {
+    at::Tensor c = b.detach().to(at::kFloat).contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
+// Each rank's batches differ, so each rank's BatchNorm running statistics
+// (float) would drift apart; after every synchronized step every rank holds
+// rank 0's, num_batches_tracked (int64) included. Without broadcast_buffers
+// they stay apart.
+TEST(TorchDdp, BuffersAreRank0sAfterEveryStep) {
+  for (bool broadcast : {true, false}) {
+    constexpr int kSteps = 3;
+    std::vector<std::vector<std::vector<float>>> buffers(2);
+    run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+      examples::ResidualCnn model(4, 8);
+      init_parameters(*model);
+      DDPOptions o;
+      o.broadcast_buffers = broadcast;
+      auto ddp = DistributedDataParallel::create(model, pg, o);
+      ASSERT_TRUE(ddp.ok()) << ddp.status();
+      for (int step = 0; step < kSteps; ++step) {
+        if (pg->rank() == 1) {
+          ::torch::NoGradGuard no_grad;
+          model->bn1->num_batches_tracked.add_(step + 5);  // an int64 to bring back
+        }
+        auto [x, y] = golden_batch(4, 8, step, pg->rank());
+        F::cross_entropy(model(x), y).backward();
+        buffers[pg->rank()].push_back(flat_buffers(*model));
+      }
+    });
+    for (int step = 0; step < kSteps; ++step) {
+      if (broadcast) {
+        EXPECT_EQ(buffers[1][step], buffers[0][step]) << "step " << step;
+      } else {
+        EXPECT_NE(buffers[1][step], buffers[0][step]) << "step " << step;
+      }
+    }
+  }
 }
 
 TEST(TorchDdp, ParametersThatDifferBetweenRanksAreNamed) {
@@ -329,16 +376,24 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
   };
   const Run kStraight{0, 6, false}, kFirstHalf{0, 3, false}, kSecondHalf{3, 6, true};
   std::vector<std::string> checkpoints(2);
+  // Held around every torch archive operation. Ranks as threads of one
+  // process share libtorch's TorchScript type caches, which archives fill
+  // and read; TSan does not see the guards inside the uninstrumented
+  // libtorch (tests/tsan_suppressions.cc), and ranks as processes would not
+  // share them at all.
+  std::mutex archives;
   auto run = [&](const Run& r) {
     std::vector<std::vector<float>> finals(2);
     run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
       const int rank = pg->rank();
       examples::ResidualCnn model(4, 8);
-      ::torch::serialize::InputArchive in;
+      std::optional<::torch::serialize::InputArchive> in;  // made and dropped under the lock
       if (r.resume) {
+        std::lock_guard<std::mutex> lock(archives);
         std::istringstream bytes(checkpoints[rank]);
-        in.load_from(bytes);
-        model->load(in);  // before wrapping: loading swaps tensors
+        in.emplace();
+        in->load_from(bytes);
+        model->load(*in);  // before wrapping: loading swaps tensors
       } else {
         init_parameters(*model);
       }
@@ -349,8 +404,10 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
       ::torch::optim::SGD opt(model->parameters(),
                               ::torch::optim::SGDOptions(0.05).momentum(0.9));
       if (r.resume) {
-        opt.load(in);
-        (*ddp)->load(in);
+        std::lock_guard<std::mutex> lock(archives);
+        opt.load(*in);
+        (*ddp)->load(*in);
+        in.reset();
         EXPECT_EQ((*ddp)->hook_iteration(), r.from);
       }
       for (int s = r.from; s < r.to; ++s) {
@@ -359,13 +416,16 @@ TEST(TorchDdp, ResumeFromACheckpointContinuesBitExactly) {
         F::cross_entropy(model(x), y).backward();
         opt.step();
       }
-      ::torch::serialize::OutputArchive out;
-      model->save(out);
-      opt.save(out);
-      (*ddp)->save(out);
-      std::ostringstream bytes;
-      out.save_to(bytes);
-      checkpoints[rank] = bytes.str();
+      {
+        std::lock_guard<std::mutex> lock(archives);
+        ::torch::serialize::OutputArchive out;
+        model->save(out);
+        opt.save(out);
+        (*ddp)->save(out);
+        std::ostringstream bytes;
+        out.save_to(bytes);
+        checkpoints[rank] = bytes.str();
+      }
       finals[rank] = flat_parameters(*model);
     });
     return finals;
