@@ -171,6 +171,35 @@ TEST(FlightRecorder, CallSiteComesFromTheInnermostScope) {
   EXPECT_EQ(TraceSite::current(), nullptr);
 }
 
+TEST(FlightRecorder, ASlotReusedWithoutACallSiteShowsNone) {
+  FlightRecorder rec(1);
+  auto g = rec.attach_group(prefixed("g"), nullptr, 0, 2, "gloo");
+  {
+    TraceSite site("ddp:allreduce", 3, 9);
+    rec.record(*g, OpType::kAllreduce, {}, std::chrono::seconds(1));
+  }
+  rec.record(*g, OpType::kBroadcast, {}, std::chrono::seconds(1));  // the same slot
+  auto entries = rec.snapshot().entries;
+  ASSERT_EQ(entries.size(), 1u);
+  EXPECT_EQ(entries[0].op, OpType::kBroadcast);
+  EXPECT_STREQ(entries[0].site, "");
+  EXPECT_EQ(entries[0].site_bucket, -1);
+  EXPECT_EQ(entries[0].site_step, -1);
+}
+
+TEST(FlightRecorder, AnOpStartedAtIssueStartsAtItsEnqueueTime) {
+  FlightRecorder rec(4);
+  auto g = rec.attach_group(prefixed("g"), nullptr, 0, 2, "gloo");
+  TraceHandle h = rec.record(*g, OpType::kAllreduce, {}, std::chrono::seconds(1));
+  h.started_at_issue();
+  h.completed();
+  const TraceEntry e = rec.snapshot().entries.at(0);
+  EXPECT_EQ(e.state, TraceState::kCompleted);
+  EXPECT_GT(e.enqueued_ns, 0);
+  EXPECT_EQ(e.started_ns, e.enqueued_ns);
+  EXPECT_GE(e.ended_ns, e.started_ns);
+}
+
 class RecordingListener : public FailureListener {
  public:
   std::vector<std::string> peer_states(const TraceGroupInfo& group,

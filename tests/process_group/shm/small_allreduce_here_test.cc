@@ -42,6 +42,25 @@ TEST(SmallAllreduceHere, IssuingDoesNotWaitForAPeerThatHasNotIssued) {
   }, shm_options());
 }
 
+// The Work holds its future in its own allocation: a future taken from it
+// keeps it alive, done and with the op's output, after the Work is dropped.
+TEST(SmallAllreduceHere, TheFutureOutlivesItsWork) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
+    Tensor t = small_filled(b.rank() + 1);
+    std::shared_ptr<Future<TensorList>> future;
+    {
+      std::shared_ptr<Work> work = b.allreduce({t}, {});
+      future = work->get_future();
+      EXPECT_EQ(future, work->get_future());
+    }
+    absl::StatusOr<TensorList> out = future->result();
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_EQ(out->size(), 1u);
+    EXPECT_EQ((*out)[0].data_as<int64_t>()[0], 3);
+    EXPECT_TRUE(future->is_completed());
+  }, shm_options());
+}
+
 TEST(SmallAllreduceHere, OppositeIssueOrdersOnTwoGroupsComplete) {
   auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
   std::vector<std::thread> threads;
