@@ -63,6 +63,7 @@ namespace {
 using torch::DDPError;
 using torch::DDPOptions;
 using torch::DistributedDataParallel;
+using torch_testing::flat_buffers;
 using torch_testing::flat_grads;
 using torch_testing::flat_parameters;
 using torch_testing::golden_batch;
@@ -120,16 +121,6 @@ TEST(TorchDdp, BroadcastsParametersAndBuffersFromRank0) {
   EXPECT_EQ(states[1], states[0]);
   EXPECT_EQ(states[2], states[0]);
   EXPECT_EQ(states[0].back(), 1.0f);  // rank 0's num_batches_tracked
-}
-
-// Every buffer as float, in named_buffers order.
-std::vector<float> flat_buffers(::torch::nn::Module& module) {
-  std::vector<float> out;
-  for (const at::Tensor& b : module.buffers()) {
-    at::Tensor c = b.detach().to(at::kFloat).contiguous();
-    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  }
-  return out;
 }
 
 // Each rank's batches differ, so each rank's BatchNorm running statistics

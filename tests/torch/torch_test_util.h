@@ -79,16 +79,25 @@ inline std::vector<float> flat_grads(::torch::nn::Module& module) {
   return out;
 }
 
+// Every buffer as float (int64 counters included), in named_buffers order.
+inline std::vector<float> flat_buffers(::torch::nn::Module& module) {
+  std::vector<float> out;
+  for (const at::Tensor& b : module.buffers()) {
+    at::Tensor c = b.detach().to(at::kFloat).contiguous();
+    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
+  }
+  return out;
+}
+
+// Every parameter, then every buffer (flat_buffers).
 inline std::vector<float> flat_parameters(::torch::nn::Module& module) {
   std::vector<float> out;
   for (const at::Tensor& p : module.parameters()) {
     at::Tensor c = p.detach().contiguous();
     out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
   }
-  for (const at::Tensor& b : module.buffers()) {
-    at::Tensor c = b.detach().to(at::kFloat).contiguous();
-    out.insert(out.end(), c.data_ptr<float>(), c.data_ptr<float>() + c.numel());
-  }
+  const std::vector<float> buffers = flat_buffers(module);
+  out.insert(out.end(), buffers.begin(), buffers.end());
   return out;
 }
 
