@@ -11,6 +11,11 @@
 # both alike; medians over every step after WARMUP of every round. A step is
 # the same work on both sides: gather the batch, zero the grads, forward,
 # loss, backward with DDP (bucketed, overlapped communication), SGD step.
+# Floor: the same steps with one rank each (allreduce hook, the threads a
+# rank has in the 2-rank runs), alternating in the same rounds: a group of
+# one has no peer to talk to, so this ratio is what libtorch saves over the
+# Python interpreter on this step without any communication, the bound of
+# what ddpx's DDP can reach in the 2-rank ratio.
 # Accuracy: each side trains ACC_EPOCHS epochs (3) with ACC_HOOK
 # (allreduce) and the same cosine schedule; test accuracy at the end (0
 # skips this part: "-" in the RESULT line). Data order differs (ddpx's
@@ -18,6 +23,7 @@
 # Last line:
 #   RESULT libtorch_step_vs_python=<ddpx/torch, allreduce>
 #          powersgd_step_vs_python=<ddpx/torch, PowerSGD>
+#          single_rank_step_vs_python=<ddpx/torch, 1 rank: the floor>
 #          cnn_test_acc=<ddpx %> python_test_acc=<torch %> ...
 # Environment: TORCH_TRAIN, NPROC (2), WIDTH (16), BATCH (64), THREADS (0:
 # cores / ranks), PSGD (powersgd:rank=2,start_iter=10), ROUNDS (3), STEPS
@@ -70,9 +76,14 @@ run_pair() {  # run_pair TAG HOOK EXTRA...
 echo "torch_step_vs_python: ResidualCNN(width $WIDTH), $NPROC ranks x batch $BATCH," \
      "threads/rank $THREADS (0: cores/ranks), $ROUNDS rounds x $STEPS steps per hook," \
      "accuracy after $ACC_EPOCHS epochs with $ACC_HOOK; load average $(cut -d' ' -f1-3 /proc/loadavg)"
+cores=$(nproc)
+rank_threads=$THREADS
+[ "$rank_threads" -gt 0 ] || rank_threads=$(( cores / NPROC > 0 ? cores / NPROC : 1 ))
 for round in $(seq 1 "$ROUNDS"); do
   run_pair "allreduce_$round" allreduce --max_steps="$STEPS" --epochs=1 --log_every=1000
   run_pair "powersgd_$round" "$PSGD" --max_steps="$STEPS" --epochs=1 --log_every=1000
+  run_pair "single_$round" allreduce --nproc=1 --threads="$rank_threads" \
+    --max_steps="$STEPS" --epochs=1 --log_every=1000
 done
 if [ "$ACC_EPOCHS" -gt 0 ]; then
   run_pair accuracy "$ACC_HOOK" --epochs="$ACC_EPOCHS" --log_every=100
@@ -86,7 +97,7 @@ def lines(path):
     return [json.loads(l) for l in open(path)]
 
 ratio = {}
-for hook in ("allreduce", "powersgd"):
+for hook in ("allreduce", "powersgd", "single"):
     med = {}
     for impl in ("ddpx", "torch"):
         pooled, per_round = [], []
@@ -112,6 +123,7 @@ with open("/proc/loadavg") as f:
 fmt = lambda k: f"{acc[k]:.2f}" if k in acc else "-"
 print(f"RESULT libtorch_step_vs_python={ratio['allreduce']:.3f} "
       f"powersgd_step_vs_python={ratio['powersgd']:.3f} "
+      f"single_rank_step_vs_python={ratio['single']:.3f} "
       f"cnn_test_acc={fmt('ddpx')} python_test_acc={fmt('torch')} "
       f"acc_epochs={acc_epochs} load={load}")
 PY
