@@ -85,24 +85,7 @@ TEST(TorchTrainTest, ResumeWithPowerSgdContinuesBitExactly) {
   // A constant lr: cosine's length follows --max_steps, which differs here.
   const std::string common = kTorchTrain + " --nproc=2 --epochs=3 --log_every=1000"
                              " --lr_schedule=constant --hook='powersgd:rank=1,start_iter=3'";
-  RunResult whole = run_command(common + " --max_steps=20 --checkpoint_dir=" + dir +
-                                "/whole --metrics_out=" + dir + "/whole.jsonl");
-  ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  RunResult first = run_command(common + " --max_steps=11 --checkpoint_dir=" + dir +
-                                "/split --metrics_out=" + dir + "/split.jsonl");
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  RunResult second = run_command(common + " --max_steps=20 --checkpoint_dir=" + dir +
-                                 "/split --metrics_out=" + dir + "/split.jsonl");
-  ASSERT_EQ(second.exit_code, 0) << second.output;
-  EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
-  std::vector<MetricsLine> a = lines_of_type(read_metrics(dir + "/whole.jsonl"), "step");
-  std::vector<MetricsLine> b = lines_of_type(read_metrics(dir + "/split.jsonl"), "step");
-  ASSERT_EQ(a.size(), 20u);
-  ASSERT_EQ(b.size(), 20u);
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i]["step"], b[i]["step"]);
-    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << "step " << i + 1;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_resume_matches_whole_run(common, dir, 11, 20));
   std::vector<MetricsLine> ea = lines_of_type(read_metrics(dir + "/whole.jsonl"), "epoch");
   std::vector<MetricsLine> eb = lines_of_type(read_metrics(dir + "/split.jsonl"), "epoch");
   ASSERT_FALSE(ea.empty());

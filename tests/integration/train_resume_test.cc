@@ -26,26 +26,8 @@ void expect_resume_matches(const std::string& name, const std::string& hook) {
                              " --nproc=2 --hidden=96,64 --batch_size=16 --train_limit=1000"
                              " --epochs=5 --weight_decay=1e-4 --log_every=1000 --hook='" +
                              hook + "'";
-  RunResult whole = run_command(common + " --max_steps=70 --checkpoint_dir=" + dir +
-                                "/whole --metrics_out=" + dir + "/whole.jsonl");
-  ASSERT_EQ(whole.exit_code, 0) << whole.output;
-  RunResult first = run_command(common + " --max_steps=45 --checkpoint_dir=" + dir +
-                                "/split --metrics_out=" + dir + "/split.jsonl");
-  ASSERT_EQ(first.exit_code, 0) << first.output;
-  RunResult second = run_command(common + " --max_steps=70 --checkpoint_dir=" + dir +
-                                 "/split --metrics_out=" + dir + "/split.jsonl");
-  ASSERT_EQ(second.exit_code, 0) << second.output;
-  EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
-
   // Same losses, step by step, including those after the resume.
-  std::vector<MetricsLine> a = lines_of_type(read_metrics(dir + "/whole.jsonl"), "step");
-  std::vector<MetricsLine> b = lines_of_type(read_metrics(dir + "/split.jsonl"), "step");
-  ASSERT_EQ(a.size(), 70u);
-  ASSERT_EQ(b.size(), 70u);
-  for (size_t i = 0; i < a.size(); ++i) {
-    EXPECT_EQ(a[i]["step"], b[i]["step"]);
-    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << "step " << i + 1;
-  }
+  ASSERT_NO_FATAL_FAILURE(expect_resume_matches_whole_run(common, dir, 45, 70));
   // Epoch 2 was interrupted at step 45: its train_loss still averages all of
   // its steps (33-64), as in the uninterrupted run.
   std::vector<MetricsLine> ea = lines_of_type(read_metrics(dir + "/whole.jsonl"), "epoch");

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "gtest/gtest.h"
+
 namespace ddpx::integration_test {
 
 RunResult run_command(const std::string& command) {
@@ -95,6 +97,29 @@ std::vector<MetricsLine> lines_of_type(const std::vector<MetricsLine>& lines,
 double number(const MetricsLine& line, const std::string& key) {
   auto it = line.find(key);
   return it == line.end() ? -1e300 : atof(it->second.c_str());
+}
+
+void expect_resume_matches_whole_run(const std::string& command, const std::string& dir,
+                                     int stop, int end) {
+  auto run_to = [&](int steps, const std::string& name) {
+    return run_command(command + " --max_steps=" + std::to_string(steps) + " --checkpoint_dir=" +
+                       dir + "/" + name + " --metrics_out=" + dir + "/" + name + ".jsonl");
+  };
+  RunResult whole = run_to(end, "whole");
+  ASSERT_EQ(whole.exit_code, 0) << whole.output;
+  RunResult first = run_to(stop, "split");
+  ASSERT_EQ(first.exit_code, 0) << first.output;
+  RunResult second = run_to(end, "split");
+  ASSERT_EQ(second.exit_code, 0) << second.output;
+  EXPECT_NE(second.output.find("resumed from"), std::string::npos) << second.output;
+  std::vector<MetricsLine> a = lines_of_type(read_metrics(dir + "/whole.jsonl"), "step");
+  std::vector<MetricsLine> b = lines_of_type(read_metrics(dir + "/split.jsonl"), "step");
+  ASSERT_EQ(a.size(), static_cast<size_t>(end));
+  ASSERT_EQ(b.size(), static_cast<size_t>(end));
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i]["step"], b[i]["step"]);
+    EXPECT_EQ(a[i]["loss"], b[i]["loss"]) << "step " << i + 1;
+  }
 }
 
 }  // namespace ddpx::integration_test

@@ -42,6 +42,17 @@ double number(const MetricsLine& line, const std::string& key);
 
 std::string read_file(const std::string& path);
 
+// Trains `command` (a trainer command line without --max_steps,
+// --checkpoint_dir or --metrics_out) to step `end` in one run, checkpoints
+// in `dir`/whole and metrics in `dir`/whole.jsonl, and in two runs sharing
+// `dir`/split and `dir`/split.jsonl: stopped at step `stop`, then resumed to
+// `end`. Expects every run to succeed, the second to say it resumed, and
+// both to report the same steps with the same losses, `end` of each.
+// Fatal failures (see ASSERT_NO_FATAL_FAILURE) when a run fails or a step
+// is missing.
+void expect_resume_matches_whole_run(const std::string& command, const std::string& dir,
+                                     int stop, int end);
+
 }  // namespace ddpx::integration_test
 
 #endif  // DDPX_TESTS_INTEGRATION_TRAIN_RUNNER_H_
