@@ -29,7 +29,7 @@ struct Leaving {
     // the limit) is a pair that may yet write into `peers_done` or signal a
     // buffer from the device thread, while the buffers are freed here:
     // close the pairs first and let their handlers return.
-    if (context != nullptr && (gave_up || sends_left > 0 || recvs_left > 0)) {
+    if (context != nullptr && (sends_left > 0 || recvs_left > 0)) {
       tcp_pairs_close_and_settle(*context, "ddpx: leaving the group");
     }
   }
@@ -39,7 +39,6 @@ struct Leaving {
   std::vector<uint8_t> peers_done;  // one byte per rank
   std::unique_ptr<gloo::transport::UnboundBuffer> send_buffer, recv_buffer;
   int sends_left = 0, recvs_left = 0;
-  bool gave_up = false;  // stopped waiting for messages that did not come
   Clock::time_point deadline;
 };
 
@@ -53,17 +52,10 @@ bool wait_until(Leaving& l, Clock::time_point until) {
       if (remaining.count() <= 0) return false;
       try {
         const bool completed = recv ? b.waitRecv(remaining) : b.waitSend(remaining);
-        if (completed) {
-          --left;
-        } else {  // aborted
-          left = 0;
-          l.gave_up = true;
-        }
+        if (!completed) break;  // aborted: stop waiting, the rest stays outstanding
+        --left;
       } catch (const std::exception&) {
-        if (Clock::now() < until) {  // a peer failed: stop waiting
-          left = 0;
-          l.gave_up = true;
-        }
+        if (Clock::now() < until) break;  // a peer failed: stop waiting
       }
     }
     return true;
@@ -132,7 +124,6 @@ void close_after_peers(std::shared_ptr<gloo::Context> context,
       ++l->sends_left;
     }
   } catch (const std::exception&) {
-    l->gave_up = true;  // some messages may be posted
     return;  // the connections are already broken: nothing to protect
   }
   if (wait_until(*l, start + std::min(grace, limit))) return;
