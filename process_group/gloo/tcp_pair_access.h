@@ -5,9 +5,11 @@
 // lock), `sendBufferSize_` (the SO_SNDBUF Gloo last set), `fd_` (the
 // socket), `sync_` (sync mode), and `localPendingRecv_` /
 // `localPendingSend_` (unbound-buffer operations waiting on the peer, for
-// naming the peers a failed op waited for). Package-private:
-// send_buffer_autotuning, sync_pairs and the Gloo backend's error path use
-// it.
+// naming the peers a failed op waited for). One protected function is
+// called: `signalExceptionExternal` (fail a pair's pending ops and close
+// it, as Gloo's own op timeout does). Package-private:
+// send_buffer_autotuning, sync_pairs, the closing handshake and the Gloo
+// backend's error path use it.
 //
 // That ties the build to libgloo 0.5's declaration of tcp::Pair. A Gloo
 // whose tcp::Pair differs fails to build in tcp_pair_access.cc (each
