@@ -78,7 +78,7 @@ absl::StatusOr<DeviceKernels*> kernels_for(const Tensor& t, const std::string& w
   return absl::FailedPreconditionError(absl::StrCat(
       what, ": bucket buffer is on ", t.device().str(), " but this build has no ",
       cuda ? "CUDA" : t.device().str(), " kernels",
-      cuda ? " (build with --config=cuda)" : ""));
+      cuda ? " (build with --config=cuda and link //cuda)" : ""));
 }
 
 absl::Status check_cpu(const Tensor& t, const std::string& what) {

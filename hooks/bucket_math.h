@@ -40,7 +40,7 @@ absl::Status check_cpu(const Tensor& t, const std::string& what);
 
 // The kernels for `t`'s (non-CPU) device, or an error naming the hook and
 // the device: "fp16 hook: bucket buffer is on cuda:0 but this build has no
-// CUDA kernels (build with --config=cuda)".
+// CUDA kernels (build with --config=cuda and link //cuda)".
 absl::StatusOr<DeviceKernels*> kernels_for(const Tensor& t, const std::string& what);
 
 }  // namespace ddpx

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "reducer/control_tensor.h"
 #include "reducer/model_sync.h"
 
 namespace ddpx {
@@ -48,7 +49,10 @@ absl::Status Join::run_join() {
   Tensor candidate = Tensor::from_vector<int32_t>({last_to_join ? pg.rank() : -1});
   AllreduceOptions max;
   max.op = ReduceOp::MAX;
-  if (absl::Status s = pg.allreduce({candidate}, max)->wait(); !s.ok()) {
+  absl::Status s = run_control_collective(
+      candidate, control_device(ddp_.model()),
+      [&pg, &max](const Tensor& t) { return pg.allreduce({t}, max); });
+  if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("join: electing the last rank to join: ", s.message()));
   }
   return broadcast_model_state(ddp_.model(), pg, candidate.data_as<int32_t>()[0]);

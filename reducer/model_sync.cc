@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "reducer/bucket_assignment.h"
+#include "reducer/control_tensor.h"
 #include "reducer/flat_buckets.h"
 
 namespace ddpx {
@@ -32,10 +33,18 @@ std::string layout_str(const int64_t* d) {
   return out;
 }
 
-absl::StatusOr<Tensor> allgather_int64(ProcessGroup& pg, const Tensor& input) {
+// Every rank's `input` (a CPU tensor), gathered on `device`
+// (reducer/control_tensor.h): row r of the CPU result is rank r's.
+absl::StatusOr<Tensor> allgather_int64(ProcessGroup& pg, const Tensor& input, Device device) {
+  absl::StatusOr<Tensor> sent = control_on_device(input, device);
+  if (!sent.ok()) return sent.status();
   std::vector<TensorList> outputs(1);
-  for (int r = 0; r < pg.size(); ++r) outputs[0].push_back(Tensor::zeros(input.shape(), DType::kInt64));
-  if (absl::Status s = pg.allgather(outputs, {input})->wait(); !s.ok()) return s;
+  for (int r = 0; r < pg.size(); ++r) {
+    absl::StatusOr<Tensor> out = control_on_device(Tensor::zeros(input.shape(), DType::kInt64), device);
+    if (!out.ok()) return out.status();
+    outputs[0].push_back(*out);
+  }
+  if (absl::Status s = pg.allgather(outputs, {*sent})->wait(); !s.ok()) return s;
   Tensor all = Tensor::zeros({pg.size(), input.numel()}, DType::kInt64);
   for (int r = 0; r < pg.size(); ++r) {
     if (absl::Status s = all.view(r * input.numel(), input.shape()).copy_from(outputs[0][r]); !s.ok()) {
@@ -48,6 +57,7 @@ absl::StatusOr<Tensor> allgather_int64(ProcessGroup& pg, const Tensor& input) {
 }  // namespace
 
 absl::Status verify_parameters_across_ranks(const ModelParameters& model, ProcessGroup& pg) {
+  const Device device = control_device(model);
   std::vector<int64_t> meta;
   for (size_t i = 0; i < model.num_parameters(); ++i) {
     std::vector<int64_t> d = describe(model.parameter(i));
@@ -56,7 +66,7 @@ absl::Status verify_parameters_across_ranks(const ModelParameters& model, Proces
   // Round 1: how many parameters and how long each rank's description is.
   Tensor header = Tensor::from_vector<int64_t>(
       {static_cast<int64_t>(model.num_parameters()), static_cast<int64_t>(meta.size())});
-  absl::StatusOr<Tensor> headers = allgather_int64(pg, header);
+  absl::StatusOr<Tensor> headers = allgather_int64(pg, header, device);
   if (!headers.ok()) {
     return absl::Status(headers.status().code(),
                         absl::StrCat("DDP parameter check: ", headers.status().message()));
@@ -74,7 +84,7 @@ absl::Status verify_parameters_across_ranks(const ModelParameters& model, Proces
   // Round 2: the descriptions, padded to the longest.
   Tensor mine = Tensor::zeros({max_len}, DType::kInt64);
   std::copy(meta.begin(), meta.end(), mine.data_as<int64_t>());
-  absl::StatusOr<Tensor> all = allgather_int64(pg, mine);
+  absl::StatusOr<Tensor> all = allgather_int64(pg, mine, device);
   if (!all.ok()) {
     return absl::Status(all.status().code(),
                         absl::StrCat("DDP parameter check: ", all.status().message()));

@@ -13,6 +13,8 @@ namespace ddpx {
 // parameters with the same shapes, dtypes, device types and requires_grad,
 // in the same order. The error (the same on every rank) names the first
 // mismatching parameter, the rank that differs from rank 0, and both layouts.
+// The descriptions travel on the first parameter's device (a CUDA model
+// over NCCL, which takes CUDA tensors only).
 absl::Status verify_parameters_across_ranks(const ModelParameters& model, ProcessGroup& pg);
 
 // Collective. Overwrites every parameter value and buffer with rank `root`'s,

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "reducer/bucket_assignment.h"
+#include "reducer/control_tensor.h"
 #include "hooks/default_hooks.h"
 #include "process_group/flight_recorder.h"
 
@@ -160,8 +161,10 @@ void Reducer::set_join_enabled(bool enabled, bool throw_on_early_termination) {
 absl::StatusOr<std::vector<int>> Reducer::exchange_active_ranks(bool active) {
   Tensor flags = Tensor::zeros({pg_->size()}, DType::kInt32);
   flags.data_as<int32_t>()[pg_->rank()] = active ? 1 : 0;
-  std::shared_ptr<Work> work = pg_->allreduce({flags});
-  if (absl::Status s = work->wait(wait_timeout()); !s.ok()) {
+  absl::Status s = run_control_collective(
+      flags, control_device(model_),
+      [this](const Tensor& t) { return pg_->allreduce({t}); }, wait_timeout());
+  if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("join: exchanging active ranks: ", s.message()));
   }
   std::vector<int> active_ranks;
@@ -396,7 +399,10 @@ absl::Status Reducer::rebuild_buckets() {
   }
   BroadcastOptions opts;
   opts.root_rank = 0;
-  if (absl::Status s = pg_->broadcast({order}, opts)->wait(wait_timeout()); !s.ok()) {
+  absl::Status s = run_control_collective(
+      order, control_device(model_),
+      [this, &opts](const Tensor& t) { return pg_->broadcast({t}, opts); }, wait_timeout());
+  if (!s.ok()) {
     return absl::Status(s.code(), absl::StrCat("rebuilding buckets: broadcasting rank 0's ready order: ", s.message()));
   }
   if (n == 0 || o[0] < 0) return absl::OkStatus();

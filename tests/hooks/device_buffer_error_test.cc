@@ -35,7 +35,7 @@ void expect_no_kernels_error(CommHook& hook, const std::string& what) {
   absl::Status s = f->wait(std::chrono::seconds(30));
   EXPECT_TRUE(absl::IsFailedPrecondition(s)) << s;
   EXPECT_EQ(s.message(), what + ": bucket buffer is on cuda:0 but this build has no CUDA "
-                                "kernels (build with --config=cuda)");
+                                "kernels (build with --config=cuda and link //cuda)");
   EXPECT_EQ(b.host, before) << what << " touched the buffer";
 }
 
