@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,13 +28,19 @@ using torch::DistributedDataParallel;
 using torch_testing::golden_batch;
 using torch_testing::init_parameters;
 
-std::vector<float> flat_grads_on_host(::torch::nn::Module& module) {
+std::vector<float> flat_host_values(const std::vector<at::Tensor>& tensors) {
   std::vector<float> out;
-  for (const at::Tensor& p : module.parameters()) {
-    at::Tensor g = p.grad().to(at::kCPU).contiguous();
-    out.insert(out.end(), g.data_ptr<float>(), g.data_ptr<float>() + g.numel());
+  for (const at::Tensor& t : tensors) {
+    at::Tensor h = t.to(at::kCPU).contiguous();
+    out.insert(out.end(), h.data_ptr<float>(), h.data_ptr<float>() + h.numel());
   }
   return out;
+}
+
+std::vector<float> flat_grads_on_host(::torch::nn::Module& module) {
+  std::vector<at::Tensor> grads;
+  for (const at::Tensor& p : module.parameters()) grads.push_back(p.grad());
+  return flat_host_values(grads);
 }
 
 void copy_parameters(::torch::nn::Module& to, ::torch::nn::Module& from) {
@@ -42,6 +49,46 @@ void copy_parameters(::torch::nn::Module& to, ::torch::nn::Module& from) {
   for (size_t i = 0; i < t.size(); ++i) t[i].copy_(f[i]);
 }
 
+// body(rank, group, device) on `world` rank threads over `backend`, each
+// with one torch thread; the device is cuda:rank, or the CPU.
+void run_on_devices(
+    int world, const std::string& backend, c10::DeviceType type,
+    const std::function<void(int, std::shared_ptr<ProcessGroup>, const c10::Device&)>& body) {
+  rank_threads::GroupOptions groups;
+  groups.backend = backend;
+  rank_threads::run_groups(
+      world,
+      [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+        at::set_num_threads(1);
+        const c10::Device device =
+            type == c10::DeviceType::CUDA
+                ? c10::Device(type, static_cast<c10::DeviceIndex>(rank))
+                : c10::Device(type);
+        body(rank, std::move(pg), device);
+      },
+      groups);
+}
+
+// The residual CNN with the golden weights, on `device`.
+examples::ResidualCnn golden_cnn(const c10::Device& device) {
+  examples::ResidualCnn model(4, 8);
+  init_parameters(*model);
+  model->to(device);
+  return model;
+}
+
+// DDP options with several buckets (a first bucket of 1 KB).
+DDPOptions several_buckets() {
+  DDPOptions o;
+  o.first_bucket_cap_mb = 1e-3;
+  return o;
+}
+
+// Forward and backward of golden batch (step, rank) on `device`.
+void backward_on(examples::ResidualCnn& cnn, int step, int rank, const c10::Device& device) {
+  auto [x, y] = golden_batch(8, 8, step, rank);
+  F::cross_entropy(cnn(x.to(device)), y.to(device)).backward();
+}
 // The residual CNN on cuda:rank, 3 steps: DDP's gradients are the average of
 // what each rank's twin (same parameters, no DDP) computes, with copies and
 // with bucket views, before and after the buckets are rebuilt.
@@ -51,38 +98,27 @@ TEST(TorchDdpCuda, GradientsAreTheAverageOfEachRanksOwnOverNccl) {
   constexpr int kSteps = 3;
   for (bool view : {false, true}) {
     std::vector<std::vector<std::vector<float>>> ddp_grads(world), local_grads(world);
-    rank_threads::GroupOptions groups;
-    groups.backend = "nccl";
-    rank_threads::run_groups(
-        world,
-        [&](int rank, std::shared_ptr<ProcessGroup> pg) {
-          const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(rank));
-          examples::ResidualCnn model(4, 8), twin(4, 8);
-          init_parameters(*model);
-          model->to(device);
-          twin->to(device);
-          DDPOptions o;
-          o.gradient_as_bucket_view = view;
-          o.first_bucket_cap_mb = 1e-3;  // several buckets
-          auto ddp = DistributedDataParallel::create(model, pg, o);
-          ASSERT_TRUE(ddp.ok()) << ddp.status();
-          ::torch::optim::SGD opt(model->parameters(), ::torch::optim::SGDOptions(0.05));
-          for (int step = 0; step < kSteps; ++step) {
-            auto [x, y] = golden_batch(8, 8, step, rank);
-            x = x.to(device);
-            y = y.to(device);
-            copy_parameters(*twin, *model);
-            twin->zero_grad();
-            F::cross_entropy(twin(x), y).backward();
-            local_grads[rank].push_back(flat_grads_on_host(*twin));
-            opt.zero_grad(/*set_to_none=*/false);
-            F::cross_entropy(model(x), y).backward();
-            ddp_grads[rank].push_back(flat_grads_on_host(*model));
-            opt.step();
-          }
-          EXPECT_EQ((*ddp)->stats().step, static_cast<uint64_t>(kSteps));
-        },
-        groups);
+    run_on_devices(world, "nccl", c10::DeviceType::CUDA,
+                   [&](int rank, std::shared_ptr<ProcessGroup> pg, const c10::Device& device) {
+                     examples::ResidualCnn model = golden_cnn(device), twin = golden_cnn(device);
+                     DDPOptions o = several_buckets();
+                     o.gradient_as_bucket_view = view;
+                     auto ddp = DistributedDataParallel::create(model, pg, o);
+                     ASSERT_TRUE(ddp.ok()) << ddp.status();
+                     ::torch::optim::SGD opt(model->parameters(),
+                                             ::torch::optim::SGDOptions(0.05));
+                     for (int step = 0; step < kSteps; ++step) {
+                       copy_parameters(*twin, *model);
+                       twin->zero_grad();
+                       backward_on(twin, step, rank, device);
+                       local_grads[rank].push_back(flat_grads_on_host(*twin));
+                       opt.zero_grad(/*set_to_none=*/false);
+                       backward_on(model, step, rank, device);
+                       ddp_grads[rank].push_back(flat_grads_on_host(*model));
+                       opt.step();
+                     }
+                     EXPECT_EQ((*ddp)->stats().step, static_cast<uint64_t>(kSteps));
+                   });
     for (int step = 0; step < kSteps; ++step) {
       for (int r = 0; r < world; ++r) {
         ASSERT_EQ(ddp_grads[r].size(), static_cast<size_t>(kSteps));
@@ -101,39 +137,27 @@ TEST(TorchDdpCuda, GradientsAreTheAverageOfEachRanksOwnOverNccl) {
   }
 }
 
-// One CNN trained kSteps steps through DDP with `hook` on `device` over
-// `backend`: each rank's flat gradients after every step.
+// The CNN trained `steps` steps through DDP with `hook` over `backend` on
+// each rank's device: each rank's flat gradients after every step.
 std::vector<std::vector<std::vector<float>>> hooked_grads(int world, const std::string& backend,
-                                                          c10::DeviceType device_type,
+                                                          c10::DeviceType type,
                                                           const std::string& hook, int steps) {
   std::vector<std::vector<std::vector<float>>> grads(world);
-  rank_threads::GroupOptions groups;
-  groups.backend = backend;
-  rank_threads::run_groups(
-      world,
-      [&](int rank, std::shared_ptr<ProcessGroup> pg) {
-        at::set_num_threads(1);
-        const c10::Device device(device_type, device_type == c10::DeviceType::CUDA
-                                                  ? static_cast<c10::DeviceIndex>(rank)
-                                                  : static_cast<c10::DeviceIndex>(-1));
-        examples::ResidualCnn model(4, 8);
-        init_parameters(*model);
-        model->to(device);
-        DDPOptions o;
-        o.hook = hook;
-        o.first_bucket_cap_mb = 1e-3;  // several buckets
-        auto ddp = DistributedDataParallel::create(model, pg, o);
-        ASSERT_TRUE(ddp.ok()) << ddp.status();
-        ::torch::optim::SGD opt(model->parameters(), ::torch::optim::SGDOptions(0.05));
-        for (int step = 0; step < steps; ++step) {
-          auto [x, y] = golden_batch(8, 8, step, rank);
-          opt.zero_grad(/*set_to_none=*/false);
-          F::cross_entropy(model(x.to(device)), y.to(device)).backward();
-          grads[rank].push_back(flat_grads_on_host(*model));
-          opt.step();
-        }
-      },
-      groups);
+  run_on_devices(world, backend, type,
+                 [&](int rank, std::shared_ptr<ProcessGroup> pg, const c10::Device& device) {
+                   examples::ResidualCnn model = golden_cnn(device);
+                   DDPOptions o = several_buckets();
+                   o.hook = hook;
+                   auto ddp = DistributedDataParallel::create(model, pg, o);
+                   ASSERT_TRUE(ddp.ok()) << ddp.status();
+                   ::torch::optim::SGD opt(model->parameters(), ::torch::optim::SGDOptions(0.05));
+                   for (int step = 0; step < steps; ++step) {
+                     opt.zero_grad(/*set_to_none=*/false);
+                     backward_on(model, step, rank, device);
+                     grads[rank].push_back(flat_grads_on_host(*model));
+                     opt.step();
+                   }
+                 });
   return grads;
 }
 
@@ -149,8 +173,8 @@ double relative_l2(const std::vector<float>& got, const std::vector<float>& want
 // Every hook on CUDA buckets (NCCL, the device kernels) gives the gradients
 // the same hook gives on CPU buckets (Gloo, the CPU kernels), step by step:
 // the CUDA model's own gradients differ from the CPU's by float rounding
-// only, so the hooks' results may differ by that and by what a 16-bit wire
-// rounds it to. A wrong cast, scale or factor is off by far more.
+// only, so the hooks' results may differ by that and by what a 16-bit or
+// 8-bit wire rounds it to. A wrong cast, scale or factor is off by far more.
 TEST(TorchDdpCuda, HooksOnCudaModulesMatchTheCpu) {
   DDPX_SKIP_WITHOUT_GPU();
   const int world = std::min(cuda_device_count(), 2);
@@ -188,40 +212,26 @@ TEST(TorchDdpCuda, JoinWithUnevenInputsOverNccl) {
   DDPX_SKIP_WITHOUT_GPU();
   const int world = std::min(cuda_device_count(), 2);
   std::vector<std::vector<float>> params(world);
-  rank_threads::GroupOptions groups;
-  groups.backend = "nccl";
-  rank_threads::run_groups(
-      world,
-      [&](int rank, std::shared_ptr<ProcessGroup> pg) {
-        const c10::Device device(c10::DeviceType::CUDA, static_cast<c10::DeviceIndex>(rank));
-        examples::ResidualCnn model(4, 8);
-        init_parameters(*model);
-        model->to(device);
-        DDPOptions o;
-        o.find_unused_parameters = true;
-        o.first_bucket_cap_mb = 1e-3;
-        auto ddp = DistributedDataParallel::create(model, pg, o);
-        ASSERT_TRUE(ddp.ok()) << ddp.status();
-        ::torch::optim::SGD opt(model->parameters(), ::torch::optim::SGDOptions(0.05));
-        {
-          torch::Join join(**ddp);
-          for (int step = 0; step < 3 + rank; ++step) {
-            auto [x, y] = golden_batch(8, 8, step, rank);
-            opt.zero_grad(/*set_to_none=*/false);
-            F::cross_entropy(model(x.to(device)), y.to(device)).backward();
-            opt.step();
-          }
-          absl::Status s = join.join();
-          ASSERT_TRUE(s.ok()) << s;
-        }
-        ::torch::NoGradGuard no_grad;
-        for (const at::Tensor& p : model->parameters()) {
-          at::Tensor h = p.to(at::kCPU).contiguous();
-          params[rank].insert(params[rank].end(), h.data_ptr<float>(),
-                              h.data_ptr<float>() + h.numel());
-        }
-      },
-      groups);
+  run_on_devices(world, "nccl", c10::DeviceType::CUDA,
+                 [&](int rank, std::shared_ptr<ProcessGroup> pg, const c10::Device& device) {
+                   examples::ResidualCnn model = golden_cnn(device);
+                   DDPOptions o = several_buckets();
+                   o.find_unused_parameters = true;
+                   auto ddp = DistributedDataParallel::create(model, pg, o);
+                   ASSERT_TRUE(ddp.ok()) << ddp.status();
+                   ::torch::optim::SGD opt(model->parameters(), ::torch::optim::SGDOptions(0.05));
+                   {
+                     torch::Join join(**ddp);
+                     for (int step = 0; step < 3 + rank; ++step) {
+                       opt.zero_grad(/*set_to_none=*/false);
+                       backward_on(model, step, rank, device);
+                       opt.step();
+                     }
+                     absl::Status s = join.join();
+                     ASSERT_TRUE(s.ok()) << s;
+                   }
+                   params[rank] = flat_host_values(model->parameters());
+                 });
   for (int r = 1; r < world; ++r) EXPECT_EQ(params[r], params[0]) << "rank " << r;
   ASSERT_FALSE(params[0].empty());
   for (float v : params[0]) ASSERT_TRUE(std::isfinite(v));
