@@ -4,7 +4,8 @@ with torch's own powerSGD_hook doing the gradient exchange, to compare step by
 step with our hook in the trainer.
 
   python3 examples/benchmarks/powersgd_torch_same_run.py allreduce|powersgd \
-      --seed=S [--start=24] [--steps=N] [--port=P] [--out=FILE]
+      --seed=S [--start=24] [--min_compression_rate=2] [--steps=N] [--port=P] \
+      [--out=FILE]
 
 Everything the two runs could differ in besides the hook is taken from the
 trainer: the initial weights (nn::Rng, SplitMix64, U(-1/sqrt(fan_in),
@@ -16,12 +17,13 @@ reducer's order (last layer first, bias before weight), and the first Q at
 start_powerSGD_iter (our state's SplitMix64(0) seed, Box-Muller normals,
 shapes grouped in order of first appearance: torch's layout). torch's hook
 runs on that bucket as the reducer hands it over (a GradBucket stand-in), with
-PowerSGDState(rank 2, error feedback, warm start), so the only difference left
+PowerSGDState(rank 2, error feedback, warm start, min_compression_rate as
+given), so the only difference left
 is the hook's code and the float rounding of the forward and backward passes.
 
 Prints one line per step, `STEP s loss` (rank 0's local loss, as the trainer's
 metrics JSON has it), and at the end `RESULT <hook> seed=S start=START
-steps=N test_acc=<percent>`; --out writes the per-step losses as JSON lines
+min_compression_rate=R steps=N test_acc=<percent>`; --out writes the per-step losses as JSON lines
 {"step": s, "loss": l} like the trainer's --metrics_out.
 """
 import argparse
@@ -160,7 +162,9 @@ def run(rank, args):
         bucket_params += [layer.bias, layer.weight]
     shapes = [tuple(p.shape) for p in bucket_params]
     state = ps.PowerSGDState(process_group=None, matrix_approximation_rank=2,
-                             start_powerSGD_iter=args.start, use_error_feedback=True,
+                             start_powerSGD_iter=args.start,
+                             min_compression_rate=args.min_compression_rate,
+                             use_error_feedback=True,
                              warm_start=True, random_seed=0)
     opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     order = torch.tensor(sampler_indices(len(x), rank, args.seed))
@@ -184,7 +188,8 @@ def run(rank, args):
                 # memory. torch orthogonalizes it like a fresh one.
                 p_size = q_size = 0
                 for shape in shapes:
-                    if len(shape) == 2 and ps._should_compress(shape[0], shape[1], 2, 2.0)[0]:
+                    if len(shape) == 2 and ps._should_compress(
+                            shape[0], shape[1], 2, args.min_compression_rate)[0]:
                         p_size += shape[0] * 2
                         q_size += shape[1] * 2
                 seed, _ = splitmix_next(0)
@@ -202,7 +207,8 @@ def run(rank, args):
     with torch.no_grad():
         acc = (model(xt).argmax(1) == yt).float().mean().item()
     if rank == 0:
-        print(f"RESULT {args.hook} seed={args.seed} start={args.start} steps={steps} "
+        print(f"RESULT {args.hook} seed={args.seed} start={args.start} "
+              f"min_compression_rate={args.min_compression_rate:g} steps={steps} "
               f"test_acc={acc * 100:.2f}", flush=True)
         if args.out:
             with open(args.out, "w") as f:
@@ -216,6 +222,7 @@ if __name__ == "__main__":
     parser.add_argument("hook", choices=("allreduce", "powersgd"))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--start", type=int, default=24)
+    parser.add_argument("--min_compression_rate", type=float, default=2.0)
     parser.add_argument("--steps", type=int, default=0)
     parser.add_argument("--port", type=int, default=29641)
     parser.add_argument("--out", default="")
