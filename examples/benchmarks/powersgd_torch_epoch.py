@@ -11,7 +11,8 @@ PowerSGDState(matrix_approximation_rank=2, start_powerSGD_iter=START,
 use_error_feedback=True, warm_start=True). Prints
 `RESULT <hook> start=START steps=N test_acc=<percent>`. Initialization and data
 order are torch's, not the trainer's, so compare the gap to allreduce, not
-the accuracies themselves.
+the accuracies themselves; powersgd_torch_same_run.py runs the trainer's own
+initialization and data order through torch's hook, step for step comparable.
 """
 import gzip
 import os
