@@ -44,10 +44,11 @@
 # matrix compresses when (rows + cols) x rank x rate < rows x cols, and at
 # rank 2 the last layer (10 x 2048) saves only 4.98x while the hidden ones
 # save 283x and 512x. At 6 the last layer goes whole (80 kB more per step),
-# which ends the epoch 1.1 points higher on average over 6 seeds; torch's
-# own powerSGD_hook on the same run does the same (docs/powersgd.md, "One
-# epoch on the multi-host benchmark's MLP"). Compressing a 10-row gradient
-# to rank 2 keeps 2 of the 10 classes' directions per step.
+# which ends the epoch 1.1 points higher on average over 6 seeds on one
+# machine (torch's own powerSGD_hook on the same runs: 0.8 over 4; see
+# docs/powersgd.md, "One epoch on the multi-host benchmark's MLP"): a
+# rank-2 approximation of a 10-row gradient keeps 2 of the 10 classes'
+# directions per step. It still ends about a point below allreduce.
 # Picture: $OUT/multi_host.png (gnuplot): bytes per step through the busiest
 # host link and step time, per scheme and topology.
 # Last line: RESULT key=value ... (see the keys in the summary below).
