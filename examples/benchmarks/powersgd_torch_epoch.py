@@ -2,16 +2,19 @@
 """PyTorch's own DDP and powerSGD_hook for one epoch on the MLP that
 multi_host.sh trains, as the yardstick for our PowerSGD's one-epoch accuracy.
 
-  python3 examples/benchmarks/powersgd_torch_epoch.py allreduce|powersgd START [PORT]
+  python3 examples/benchmarks/powersgd_torch_epoch.py allreduce|powersgd START [PORT [SEED]]
 
 Fashion-MNIST (/usr/share/datasets/fashion-mnist, normalized with the mean and
 std the trainer uses), 784-2048-2048-10, 4 gloo ranks on this machine x batch
 64 (235 steps), SGD lr 0.05 momentum 0.9, one 100 MiB bucket;
 PowerSGDState(matrix_approximation_rank=2, start_powerSGD_iter=START,
 use_error_feedback=True, warm_start=True). Prints
-`RESULT <hook> start=START steps=N test_acc=<percent>`. Initialization and data
-order are torch's, not the trainer's, so compare the gap to allreduce, not
-the accuracies themselves.
+`RESULT <hook> start=START seed=SEED steps=N test_acc=<percent>`. SEED (0)
+seeds torch's generator (initialization) and, plus one, the data order.
+Initialization and data order are torch's, not the trainer's, so compare
+the gap to allreduce, not the accuracies themselves;
+powersgd_torch_same_run.py runs the trainer's own initialization and data
+order through torch's hook, step for step comparable.
 """
 import gzip
 import os
@@ -39,10 +42,10 @@ def labels(name):
     return torch.tensor(raw.astype(np.int64))
 
 
-def run(rank, hook, start, port):
+def run(rank, hook, start, port, seed):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
-    torch.manual_seed(0)
+    torch.manual_seed(seed)
     torch.set_num_threads(1)
     x, y = images("train-images-idx3-ubyte.gz"), labels("train-labels-idx1-ubyte.gz")
     xt, yt = images("t10k-images-idx3-ubyte.gz"), labels("t10k-labels-idx1-ubyte.gz")
@@ -56,7 +59,7 @@ def run(rank, hook, start, port):
                                  warm_start=True, random_seed=0)
         ddp.register_comm_hook(state, ps.powerSGD_hook)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
-    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(1))[rank::WORLD]
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(seed + 1))[rank::WORLD]
     steps = (len(order) + BATCH - 1) // BATCH
     for s in range(steps):
         i = order[s * BATCH:(s + 1) * BATCH]
@@ -67,7 +70,8 @@ def run(rank, hook, start, port):
     with torch.no_grad():
         acc = (model(xt).argmax(1) == yt).float().mean().item()
     if rank == 0:
-        print(f"RESULT {hook} start={start} steps={steps} test_acc={acc * 100:.2f}", flush=True)
+        print(f"RESULT {hook} start={start} seed={seed} steps={steps} "
+              f"test_acc={acc * 100:.2f}", flush=True)
     dist.destroy_process_group()
 
 
@@ -75,4 +79,5 @@ if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] not in ("allreduce", "powersgd"):
         sys.exit(__doc__)
     mp.spawn(run, args=(sys.argv[1], int(sys.argv[2]),
-                        int(sys.argv[3]) if len(sys.argv) > 3 else 29631), nprocs=WORLD)
+                        int(sys.argv[3]) if len(sys.argv) > 3 else 29631,
+                        int(sys.argv[4]) if len(sys.argv) > 4 else 0), nprocs=WORLD)
