@@ -75,6 +75,10 @@ class FutureWork : public Work {
     future_->set_value(std::move(outputs));
   }
   void fail(absl::Status error) { future_->set_error(std::move(error)); }
+  // finish() of a Work not yet handed to anybody (Future::set_value_unshared).
+  void finish_unshared(TensorList outputs) {
+    future_->set_value_unshared(std::move(outputs), future_key());
+  }
 
  protected:
   // For a Work that holds its future itself (GlooWork: one allocation for

@@ -48,10 +48,10 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
   BegunAllreduce begun{shm::SmallAllreduce(channel, t.data(), count, r), {},
                        std::make_shared<GlooWork>(OpType::kAllreduce, timeout),
                        CurrentTrace::claim(), shm::Deadline::from_first_wait(timeout), opts.op};
-  std::shared_ptr<GlooWork> work = begun.work;
   // Finishes the op (waiting for the peers when `wait`) and completes the
   // Work with `outputs`; false when it was not to wait and the peers are not
-  // there yet.
+  // there yet. Not waiting, the op is still on its issuing thread and its
+  // Work not yet handed out: it completes without the future's lock.
   auto finish = [this, spin = channel.spin()](BegunAllreduce& b, const TensorList& outputs,
                                               bool wait) {
     if (!wait && !b.op.peers_ready(spin)) return false;
@@ -62,7 +62,11 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
         divide_in_place(out.data(), static_cast<size_t>(out.numel()), out.dtype(), size());
       }
       b.trace.completed();
-      b.work->finish(outputs);
+      if (wait) {
+        b.work->finish(outputs);
+      } else {
+        b.work->finish_unshared(outputs);
+      }
     } else {
       op_failed_ = true;
       b.work->fail(b.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(outputs), s)));
@@ -74,14 +78,16 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
   absl::Status s = begun.op.begin(begun.deadline);
   if (!s.ok()) {
     op_failed_ = true;
-    work->fail(begun.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(tensors), s)));
+    begun.work->fail(
+        begun.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(tensors), s)));
     pool_->release_claim(worker);
-    return work;
+    return std::move(begun.work);
   }
   if (finish(begun, tensors, /*wait=*/false)) {
     pool_->release_claim(worker);
-    return work;
+    return std::move(begun.work);
   }
+  std::shared_ptr<GlooWork> work = begun.work;
   // The peers have not posted yet: the rest runs as the worker's next task
   // (or on the thread that waits for it), keeping the caller's tensors.
   begun.tensors = tensors;
