@@ -83,17 +83,6 @@ class Future : public std::enable_shared_from_this<Future<T>> {
 
   bool is_completed() const { return done_.load(std::memory_order_acquire); }
 
-  // Completes a future no other thread can reach yet (its owner has not
-  // handed it, or anything holding it, to anybody): nobody waits on it and
-  // no callback is registered, so neither the lock nor the wake-up is
-  // needed. For a small op that finished on the issuing thread (Key: the
-  // Work that holds the future).
-  void set_value_unshared(T value, Key) {
-    status_ = absl::OkStatus();
-    value_ = std::move(value);
-    done_.store(true, std::memory_order_release);
-  }
-
   // Blocks until completion or `timeout` (kNoTimeout: forever). Returns the
   // future's error, or DeadlineExceeded if it did not complete in time.
   absl::Status wait(std::chrono::milliseconds timeout = kNoTimeout) const {
