@@ -16,40 +16,65 @@ bool debug_detail_from_env() {
   return value != nullptr && absl::AsciiStrToUpper(value) == "DETAIL";
 }
 
-CollectiveFingerprint::CollectiveFingerprint(OpType op) : op_(op) {
-  fields_.emplace_back("op", op_type_name(op));
+namespace {
+
+std::string bracketed(const std::vector<std::string>& items) {
+  return absl::StrCat("[", absl::StrJoin(items, ", "), "]");
 }
+
+}  // namespace
+
+CollectiveFingerprint::CollectiveFingerprint(OpType op) : op_(op) { add("op", Source::kOp); }
 
 CollectiveFingerprint& CollectiveFingerprint::tensors(
     const std::vector<Tensor>& tensors) {
+  const bool first = !traced_tensors_;
   dtypes(tensors);
+  bool fits = first && tensors.size() <= TraceOp::kMaxTensors;
+  for (size_t i = 0; fits && i < tensors.size(); ++i) {
+    const Shape& shape = tensors[i].shape();
+    fits = shape.size() <= kMaxInlineDims;
+    if (!fits) break;
+    ndims_[i] = static_cast<int8_t>(shape.size());
+    std::copy(shape.begin(), shape.end(), dims_[i]);
+  }
+  if (fits) {
+    add("shapes", Source::kShapes);
+    return *this;
+  }
   std::vector<std::string> shapes;
   for (const Tensor& t : tensors) shapes.push_back(shape_str(t.shape()));
-  fields_.emplace_back("shapes", absl::StrCat("[", absl::StrJoin(shapes, ", "), "]"));
+  add("shapes", Source::kText, bracketed(shapes));
   return *this;
 }
 
 CollectiveFingerprint& CollectiveFingerprint::dtypes(
     const std::vector<Tensor>& tensors) {
+  if (!traced_tensors_ && tensors.size() <= TraceOp::kMaxTensors) {
+    trace_.add(tensors);
+    traced_tensors_ = true;
+    add("dtypes", Source::kDtypes);
+    return *this;
+  }
   if (!traced_tensors_) {
     trace_.add(tensors);
     traced_tensors_ = true;
   }
   std::vector<std::string> names;
   for (const Tensor& t : tensors) names.push_back(dtype_name(t.dtype()));
-  fields_.emplace_back("dtypes", absl::StrCat("[", absl::StrJoin(names, ", "), "]"));
+  add("dtypes", Source::kText, bracketed(names));
   return *this;
 }
 
 CollectiveFingerprint& CollectiveFingerprint::root(int root_rank) {
   trace_.root = root_rank;
-  fields_.emplace_back("root", absl::StrCat(root_rank));
+  add("root", Source::kText, absl::StrCat(root_rank));  // short: no allocation
   return *this;
 }
 
 CollectiveFingerprint& CollectiveFingerprint::reduce_op(ReduceOp op) {
   trace_.reduce_op = static_cast<int8_t>(op);
-  fields_.emplace_back("reduce_op", reduce_op_name(op));
+  add("reduce_op", Source::kText, reduce_op_name(op));  // short: no allocation
   return *this;
 }
 
@@ -59,9 +84,37 @@ CollectiveFingerprint& CollectiveFingerprint::peer(int rank, int tag) {
   return *this;
 }
 
+std::string CollectiveFingerprint::value_of(const Field& field) const {
+  switch (field.source) {
+    case Source::kText:
+      return field.text;
+    case Source::kOp:
+      return op_type_name(op_);
+    case Source::kDtypes: {
+      std::vector<std::string> names;
+      for (int i = 0; i < trace_.ntensors; ++i) names.push_back(dtype_name(trace_.dtypes[i]));
+      return bracketed(names);
+    }
+    case Source::kShapes: {
+      std::vector<std::string> shapes;
+      for (int i = 0; i < trace_.ntensors; ++i) {
+        shapes.push_back(shape_str(Shape(dims_[i], dims_[i] + ndims_[i])));
+      }
+      return bracketed(shapes);
+    }
+  }
+  return field.text;
+}
+
+std::vector<std::pair<std::string, std::string>> CollectiveFingerprint::fields() const {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const Field& f : fields_) out.emplace_back(f.name, value_of(f));
+  return out;
+}
+
 std::string CollectiveFingerprint::encode() const {
   std::string out;
-  for (const auto& [name, value] : fields_) absl::StrAppend(&out, name, "=", value, "\n");
+  for (const Field& f : fields_) absl::StrAppend(&out, f.name, "=", value_of(f), "\n");
   return out;
 }
 

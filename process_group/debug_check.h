@@ -18,6 +18,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
 #include "process_group/flight_recorder.h"
 #include "process_group/options.h"
@@ -33,10 +34,16 @@ bool debug_detail_from_env();
 // pairs, e.g. {"op", "allreduce"}, {"shapes", "[[4], [4]]"}; and the same
 // as plain data for the flight recorder (trace()). Point-to-point ops get one
 // for the recorder only (peer(), tag()); they are never cross-checked.
+//
+// Every op builds one, but only debug mode reads its pairs: it keeps plain
+// data (up to TraceOp::kMaxTensors tensors of up to kMaxInlineDims
+// dimensions) and makes the text when asked, so that an op allocates nothing
+// for it. Larger tensor lists are put into text at once.
 class CollectiveFingerprint {
  public:
-  explicit CollectiveFingerprint(OpType op);
+  static constexpr int kMaxInlineDims = 4;
 
+  explicit CollectiveFingerprint(OpType op);
   CollectiveFingerprint& tensors(const std::vector<Tensor>& tensors);
   // Dtypes only, for ops whose shapes may legally differ (alltoall).
   CollectiveFingerprint& dtypes(const std::vector<Tensor>& tensors);
@@ -47,19 +54,32 @@ class CollectiveFingerprint {
 
   OpType op() const { return op_; }
   const TraceOp& trace() const { return trace_; }
-  const std::vector<std::pair<std::string, std::string>>& fields() const {
-    return fields_;
-  }
+  std::vector<std::pair<std::string, std::string>> fields() const;
   // "name=value" lines; values never hold a newline.
   std::string encode() const;
   static std::vector<std::pair<std::string, std::string>> decode(
       const std::string& text);
 
  private:
+  // Where a field's value comes from: its text, or the plain data below.
+  enum class Source : uint8_t { kText, kOp, kDtypes, kShapes };
+  struct Field {
+    const char* name = nullptr;
+    Source source = Source::kText;
+    std::string text;  // for kText (short values only, or the rare long list)
+  };
+  void add(const char* name, Source source, std::string text = {}) {
+    fields_.push_back(Field{name, source, std::move(text)});
+  }
+  std::string value_of(const Field& field) const;
+
   OpType op_;
-  std::vector<std::pair<std::string, std::string>> fields_;
+  absl::InlinedVector<Field, 5> fields_;
   TraceOp trace_;
   bool traced_tensors_ = false;
+  // The shapes of trace_'s tensors, when every one fits (kShapes).
+  int8_t ndims_[TraceOp::kMaxTensors] = {};
+  int64_t dims_[TraceOp::kMaxTensors][kMaxInlineDims] = {};
 };
 
 class DebugChecker {

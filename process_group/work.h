@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -93,6 +94,36 @@ class FutureWork : public Work {
   // Null when the subclass holds the future.
   const std::shared_ptr<Future<TensorList>> owned_future_;
   std::atomic<int> source_rank_{-1};
+};
+
+// A Work that succeeded before it was handed out (a small op done on its
+// issuing thread): it holds the outputs, and makes its completed future the
+// first time one is asked for, so that an op nobody asks sets up no future,
+// lock or waiter for a wait that returns at once.
+class CompletedWork : public Work {
+ public:
+  CompletedWork(OpType op, TensorList outputs) : op_(op), outputs_(std::move(outputs)) {}
+
+  OpType op() const override { return op_; }
+  bool is_completed() const override { return true; }
+  bool is_success() const override { return true; }
+  absl::Status exception() const override { return absl::OkStatus(); }
+  absl::Status wait(std::chrono::milliseconds /*timeout*/ = kNoTimeout) override {
+    return absl::OkStatus();
+  }
+  // The same future every time.
+  std::shared_ptr<Future<TensorList>> get_future() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (future_ == nullptr) future_ = Future<TensorList>::ready(outputs_);
+    return future_;
+  }
+  void abort() override {}  // done already: as for any completed Work, nothing changes
+
+ private:
+  const OpType op_;
+  const TensorList outputs_;
+  std::mutex mu_;  // future_
+  std::shared_ptr<Future<TensorList>> future_;
 };
 
 // Waits for one step of an algorithm made of several ops; a failure keeps

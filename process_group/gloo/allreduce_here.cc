@@ -44,46 +44,45 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
 
   const std::chrono::milliseconds timeout = op_timeout(opts.timeout);
   // On this thread's stack while the op may finish here; moved to the heap
-  // only when its rest goes to the worker.
-  BegunAllreduce begun{shm::SmallAllreduce(channel, t.data(), count, r), {},
-                       std::make_shared<GlooWork>(OpType::kAllreduce, timeout),
+  // only when its rest goes to the worker (with the Work it completes then).
+  BegunAllreduce begun{shm::SmallAllreduce(channel, t.data(), count, r), {}, nullptr,
                        CurrentTrace::claim(), shm::Deadline::from_first_wait(timeout), opts.op};
-  std::shared_ptr<GlooWork> work = begun.work;
-  // Finishes the op (waiting for the peers when `wait`) and completes the
-  // Work with `outputs`; false when it was not to wait and the peers are not
-  // there yet.
-  auto finish = [this, spin = channel.spin()](BegunAllreduce& b, const TensorList& outputs,
-                                              bool wait) {
-    if (!wait && !b.op.peers_ready(spin)) return false;
+  // Finishes the op and returns the error, if any (recorded, and named after
+  // the op); `outputs` hold the result.
+  auto finish = [this](BegunAllreduce& b, const TensorList& outputs) -> absl::Status {
     absl::Status s = b.op.finish(b.deadline);
-    if (s.ok()) {
-      const Tensor& out = outputs[0];
-      if (b.reduce_op == ReduceOp::AVG) {
-        divide_in_place(out.data(), static_cast<size_t>(out.numel()), out.dtype(), size());
-      }
-      b.trace.completed();
-      b.work->finish(outputs);
-    } else {
+    if (!s.ok()) {
       op_failed_ = true;
-      b.work->fail(b.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(outputs), s)));
+      return b.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(outputs), s));
     }
-    return true;
+    const Tensor& out = outputs[0];
+    if (b.reduce_op == ReduceOp::AVG) {
+      divide_in_place(out.data(), static_cast<size_t>(out.numel()), out.dtype(), size());
+    }
+    b.trace.completed();
+    return absl::OkStatus();
   };
 
   begun.trace.started_at_issue();
   absl::Status s = begun.op.begin(begun.deadline);
   if (!s.ok()) {
     op_failed_ = true;
-    work->fail(begun.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(tensors), s)));
+    s = begun.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(tensors), s));
     pool_->release_claim(worker);
-    return work;
+    return FutureWork::failed(OpType::kAllreduce, std::move(s));
   }
-  if (finish(begun, tensors, /*wait=*/false)) {
+  if (begun.op.peers_ready(channel.spin())) {
+    // Done before anybody holds its Work: one that holds the result, with
+    // no future, lock or waiter to set up for a wait that never happens.
+    s = finish(begun, tensors);
     pool_->release_claim(worker);
-    return work;
+    if (!s.ok()) return FutureWork::failed(OpType::kAllreduce, std::move(s));
+    return std::make_shared<CompletedWork>(OpType::kAllreduce, tensors);
   }
   // The peers have not posted yet: the rest runs as the worker's next task
   // (or on the thread that waits for it), keeping the caller's tensors.
+  auto work = std::make_shared<GlooWork>(OpType::kAllreduce, timeout);
+  begun.work = work;
   begun.tensors = tensors;
   // Its time starts now, whenever the worker or a waiter takes it up.
   begun.deadline = shm::Deadline::after(timeout);
@@ -93,7 +92,15 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
     b->work->fail(b->trace.failed(absl::CancelledError(
         "allreduce: the gloo backend was destroyed before it finished")));
   };
-  rest.run = [rest_of, finish] { finish(*rest_of, rest_of->tensors, /*wait=*/true); };
+  rest.run = [rest_of, finish] {
+    BegunAllreduce& b = *rest_of;
+    absl::Status done = finish(b, b.tensors);
+    if (done.ok()) {
+      b.work->finish(b.tensors);
+    } else {
+      b.work->fail(std::move(done));
+    }
+  };
   work->set_ticket(pool_->release_claim(worker, std::move(rest)));
   return work;
 }

@@ -153,5 +153,26 @@ TEST(Fingerprint, EncodesAndDecodes) {
   EXPECT_EQ(fields[4].second, "MIN");
 }
 
+// Up to four tensors of up to four dimensions are kept as plain data, more
+// as text at once: both read the same.
+TEST(Fingerprint, ListsPastThePlainDataReadTheSame) {
+  std::vector<Tensor> five(5, Tensor::zeros({2}, DType::kFloat32));
+  five[4] = Tensor::zeros({3}, DType::kInt32);
+  CollectiveFingerprint many(OpType::kAllreduceCoalesced);
+  many.tensors(five);
+  EXPECT_EQ(many.fields()[1].second, "[float32, float32, float32, float32, int32]");
+  EXPECT_EQ(many.fields()[2].second, "[[2], [2], [2], [2], [3]]");
+  EXPECT_EQ(many.trace().ntensors, 5);
+
+  CollectiveFingerprint deep(OpType::kBroadcast);
+  deep.tensors({Tensor::zeros({1, 2, 1, 2, 1}, DType::kUInt8), Tensor::zeros({4}, DType::kUInt8)});
+  EXPECT_EQ(deep.fields()[2].second, "[[1, 2, 1, 2, 1], [4]]");
+
+  CollectiveFingerprint alltoall(OpType::kAlltoall);
+  alltoall.dtypes({Tensor::zeros({7}, DType::kFloat64)});
+  ASSERT_EQ(alltoall.fields().size(), 2u);
+  EXPECT_EQ(alltoall.encode(), "op=alltoall\ndtypes=[float64]\n");
+}
+
 }  // namespace
 }  // namespace ddpx

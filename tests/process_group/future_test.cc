@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "gtest/gtest.h"
+#include "process_group/work.h"
 
 namespace ddpx {
 namespace {
@@ -47,4 +48,23 @@ TEST(Future, CollectAllWaitsForEveryInput) {
 }
 
 }  // namespace
+// A Work done before it was handed out: done, successful, the same future
+// (made when first asked for) every time, holding the outputs, and an abort
+// changes nothing.
+TEST(CompletedWork, IsDoneWithOneFutureOfItsOutputs) {
+  Tensor t = Tensor::zeros({3}, DType::kFloat32);
+  auto work = std::make_shared<CompletedWork>(OpType::kAllreduce, TensorList{t});
+  EXPECT_TRUE(work->is_completed());
+  EXPECT_TRUE(work->is_success());
+  EXPECT_TRUE(work->wait(std::chrono::milliseconds(0)).ok());
+  work->abort();
+  EXPECT_TRUE(work->exception().ok());
+  std::shared_ptr<Future<TensorList>> future = work->get_future();
+  EXPECT_EQ(future, work->get_future());
+  work.reset();
+  ASSERT_TRUE(future->is_completed());
+  ASSERT_EQ(future->value().size(), 1u);
+  EXPECT_EQ(future->value()[0].data(), t.data());
+}
+
 }  // namespace ddpx
