@@ -210,7 +210,9 @@ TEST(ShmCollectives, SmallAllreducesMixedWithOtherOpsOnOneAndTwoSlots) {
           ASSERT_TRUE(b.broadcast({t}, bo)->wait().ok());
           ASSERT_EQ(t.data_as<int32_t>()[t.numel() - 1], bo.root_rank * 7919 + iter);
         }
-        if (iter % 5 == 4) ASSERT_TRUE(b.barrier({})->wait().ok());
+        if (iter % 5 == 4) {
+          ASSERT_TRUE(b.barrier({})->wait().ok());
+        }
       }
     }, shm_options(4096, slots));
   }
