@@ -31,12 +31,17 @@ import gzip
 import json
 import math
 import os
+import sys
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.algorithms.ddp_comm_hooks.powerSGD_hook as ps
 import torch.multiprocessing as mp
+
+# The dist.GradBucket stand-in the PowerSGD golden cases hand torch's hooks.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "reference"))
+from powersgd_goldens import FakeBucket  # noqa: E402
 
 DATA = "/usr/share/datasets/fashion-mnist"
 WORLD = 4
@@ -119,30 +124,6 @@ def labels(name):
     return torch.tensor(raw.astype(np.int64))
 
 
-class Bucket:
-    """What torch's powerSGD_hook calls on a dist.GradBucket: one bucket."""
-
-    def __init__(self, buffer, shapes):
-        self._buffer, self._shapes = buffer, shapes
-
-    def index(self):
-        return 0
-
-    def is_last(self):
-        return True
-
-    def buffer(self):
-        return self._buffer
-
-    def gradients(self):
-        out, at = [], 0
-        for shape in self._shapes:
-            n = math.prod(shape)
-            out.append(self._buffer[at:at + n].view(shape))
-            at += n
-        return out
-
-
 def run(rank, args):
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(args.port))
     dist.init_process_group("gloo", rank=rank, world_size=WORLD)
@@ -195,7 +176,7 @@ def run(rank, args):
                 seed, _ = splitmix_next(0)
                 state.p_memory_dict[0] = torch.empty(p_size)
                 state.q_memory_dict[0] = standard_normal(q_size, seed)
-            flat = ps.powerSGD_hook(state, Bucket(flat, shapes)).wait()
+            flat = ps.powerSGD_hook(state, FakeBucket(flat, shapes)).wait()
         at = 0
         for p in bucket_params:
             p.grad.copy_(flat[at:at + p.numel()].view_as(p))
