@@ -49,6 +49,17 @@ std::vector<float> on_host(const Tensor& t) {
   return host.to_float_vector();
 }
 
+// Registers the four parameters on cuda:rank with `rank`'s initial values.
+absl::Status register_on_device(ModelParameters& model, int rank) {
+  for (size_t p = 0; p < kShapes.size(); ++p) {
+    const int64_t n = shape_numel(kShapes[p]);
+    absl::StatusOr<size_t> index = model.register_parameter(
+        "p" + std::to_string(p), on_device(initial(p, n, rank), kShapes[p], rank));
+    if (!index.ok()) return index.status();
+  }
+  return absl::OkStatus();
+}
+
 DDPOptions several_buckets(bool view) {
   DDPOptions o;
   o.first_bucket_cap_mb = 100.0 / (1 << 20);
@@ -87,12 +98,7 @@ TEST(DdpCuda, ParametersStartAsRank0sAndGradientsAreAveragedOverNccl) {
         world,
         [&](int rank, std::shared_ptr<ProcessGroup> pg) {
           ModelParameters model;
-          for (size_t p = 0; p < kShapes.size(); ++p) {
-            const int64_t n = shape_numel(kShapes[p]);
-            ASSERT_TRUE(model.register_parameter("p" + std::to_string(p),
-                                                 on_device(initial(p, n, rank), kShapes[p], rank))
-                            .ok());
-          }
+          ASSERT_TRUE(register_on_device(model, rank).ok());
           auto ddp = DistributedDataParallel::create(model, pg, several_buckets(view));
           ASSERT_TRUE(ddp.ok()) << ddp.status();
           for (size_t p = 0; p < kShapes.size(); ++p) {
@@ -129,12 +135,7 @@ TEST(DdpCuda, JoinWithUnevenInputsOverNccl) {
       world,
       [&](int rank, std::shared_ptr<ProcessGroup> pg) {
         ModelParameters model;
-        for (size_t p = 0; p < kShapes.size(); ++p) {
-          const int64_t n = shape_numel(kShapes[p]);
-          ASSERT_TRUE(model.register_parameter("p" + std::to_string(p),
-                                               on_device(initial(p, n, rank), kShapes[p], rank))
-                          .ok());
-        }
+        ASSERT_TRUE(register_on_device(model, rank).ok());
         auto ddp = DistributedDataParallel::create(model, pg, several_buckets(false));
         ASSERT_TRUE(ddp.ok()) << ddp.status();
         Join join(**ddp);
