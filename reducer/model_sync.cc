@@ -40,7 +40,7 @@ absl::StatusOr<Tensor> allgather_int64(ProcessGroup& pg, const Tensor& input, De
   if (!sent.ok()) return sent.status();
   std::vector<TensorList> outputs(1);
   for (int r = 0; r < pg.size(); ++r) {
-    absl::StatusOr<Tensor> out = control_on_device(Tensor::zeros(input.shape(), DType::kInt64), device);
+    absl::StatusOr<Tensor> out = Tensor::empty(input.shape(), DType::kInt64, device);
     if (!out.ok()) return out.status();
     outputs[0].push_back(*out);
   }
