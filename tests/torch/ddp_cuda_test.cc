@@ -25,6 +25,7 @@ namespace {
 namespace F = ::torch::nn::functional;
 using torch::DDPOptions;
 using torch::DistributedDataParallel;
+using torch_testing::flat_grads;
 using torch_testing::golden_batch;
 using torch_testing::init_parameters;
 
@@ -35,12 +36,6 @@ std::vector<float> flat_host_values(const std::vector<at::Tensor>& tensors) {
     out.insert(out.end(), h.data_ptr<float>(), h.data_ptr<float>() + h.numel());
   }
   return out;
-}
-
-std::vector<float> flat_grads_on_host(::torch::nn::Module& module) {
-  std::vector<at::Tensor> grads;
-  for (const at::Tensor& p : module.parameters()) grads.push_back(p.grad());
-  return flat_host_values(grads);
 }
 
 void copy_parameters(::torch::nn::Module& to, ::torch::nn::Module& from) {
@@ -111,10 +106,10 @@ TEST(TorchDdpCuda, GradientsAreTheAverageOfEachRanksOwnOverNccl) {
                        copy_parameters(*twin, *model);
                        twin->zero_grad();
                        backward_on(twin, step, rank, device);
-                       local_grads[rank].push_back(flat_grads_on_host(*twin));
+                       local_grads[rank].push_back(flat_grads(*twin));
                        opt.zero_grad(/*set_to_none=*/false);
                        backward_on(model, step, rank, device);
-                       ddp_grads[rank].push_back(flat_grads_on_host(*model));
+                       ddp_grads[rank].push_back(flat_grads(*model));
                        opt.step();
                      }
                      EXPECT_EQ((*ddp)->stats().step, static_cast<uint64_t>(kSteps));
@@ -154,7 +149,7 @@ std::vector<std::vector<std::vector<float>>> hooked_grads(int world, const std::
                    for (int step = 0; step < steps; ++step) {
                      opt.zero_grad(/*set_to_none=*/false);
                      backward_on(model, step, rank, device);
-                     grads[rank].push_back(flat_grads_on_host(*model));
+                     grads[rank].push_back(flat_grads(*model));
                      opt.step();
                    }
                  });

@@ -68,11 +68,12 @@ inline std::pair<at::Tensor, at::Tensor> golden_batch(int64_t batch, int64_t sid
   return {x.to(at::kFloat).view({batch, 1, side, side}), y};
 }
 
-// Every parameter's gradient flattened, in named_parameters order.
+// Every parameter's gradient flattened, in named_parameters order (copied
+// to the host for a CUDA module).
 inline std::vector<float> flat_grads(::torch::nn::Module& module) {
   std::vector<float> out;
   for (const at::Tensor& p : module.parameters()) {
-    at::Tensor g = p.grad().defined() ? p.grad().contiguous() : at::zeros_like(p);
+    at::Tensor g = (p.grad().defined() ? p.grad() : at::zeros_like(p)).to(at::kCPU).contiguous();
     const float* f = g.data_ptr<float>();
     out.insert(out.end(), f, f + g.numel());
   }
