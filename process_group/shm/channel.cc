@@ -11,10 +11,12 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstring>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "process_group/culprits.h"
+#include "process_group/shm/asymmetric_fence.h"
 #include "process_group/shm/cpu_sharing.h"
 
 namespace ddpx {
@@ -26,6 +28,7 @@ using Clock = std::chrono::steady_clock;
 // How long one futex sleep lasts at most: the deadline and the peer's
 // liveness are checked between sleeps.
 constexpr std::chrono::milliseconds kSleepSlice{20};
+constexpr std::chrono::microseconds kUnfencedSleepSlice{200};
 
 // Futexes on MAP_SHARED memory must not use FUTEX_PRIVATE_FLAG: the waiter
 // and the waker are different processes.
@@ -128,8 +131,10 @@ Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
       peers_(std::move(peers)),
       policy_(policy),
       checked_(static_cast<size_t>(size), 0),
-      slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0) {
-  controls_[rank_]->signal.cpu.store(-1, std::memory_order_relaxed);
+      slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0),
+      seen_(static_cast<size_t>(size), 0),
+      light_posts_(posts_may_skip_fence()) {
+  controls_[rank_]->cpu.value.store(-1, std::memory_order_relaxed);
 }
 
 absl::Status Channel::health() const { return broken_; }
@@ -170,7 +175,10 @@ void Channel::begin_op(const OpDescription& op) {
   own->stamps[ops_ % ChannelControl::kOpStamps].store(op_stamp_, std::memory_order_release);
   own->signal.op_stamp.store(op_stamp_, std::memory_order_release);
   cpu_ = current_cpu();
-  own->signal.cpu.store(cpu_, std::memory_order_relaxed);
+  if (cpu_ != published_cpu_) {
+    own->cpu.value.store(cpu_, std::memory_order_relaxed);
+    published_cpu_ = cpu_;
+  }
 }
 
 absl::Status Channel::check_same_op(int peer, const Deadline& deadline) {
@@ -204,17 +212,27 @@ absl::Status Channel::acquire_slot(bool will_write, const Deadline& deadline, in
 uint32_t Channel::post() {
   ChannelControl* own = controls_[rank_];
   ++steps_;
-  // seq_cst store, then the load of `sleepers`: a peer that counted itself
-  // in before reading the counter either saw this value or gets woken.
-  own->signal.value.store(steps_, std::memory_order_seq_cst);
-  if (own->sleepers.value.load(std::memory_order_seq_cst) != 0) {
-    futex_wake_all(&own->signal.value);
+  // The store, then the load of `sleepers`, with a fence between: a peer
+  // that counted itself in before reading the counter either saw this value
+  // or gets woken. The fence is the sleeper's where the kernel gives it
+  // (asymmetric_fence.h), else a full one here.
+  uint32_t sleepers;
+  if (light_posts_) {
+    own->signal.value.store(steps_, std::memory_order_release);
+    std::atomic_signal_fence(std::memory_order_seq_cst);
+    sleepers = own->sleepers.value.load(std::memory_order_relaxed);
+  } else {
+    own->signal.value.store(steps_, std::memory_order_seq_cst);
+    sleepers = own->sleepers.value.load(std::memory_order_seq_cst);
   }
+  if (sleepers != 0) futex_wake_all(&own->signal.value);
   return steps_;
 }
 
-bool Channel::reached(int peer, uint32_t step) const {
+bool Channel::reached(int peer, uint32_t step) {
+  if (static_cast<int32_t>(seen_[peer] - step) >= 0) return true;
   const uint32_t now = controls_[peer]->signal.value.load(std::memory_order_acquire);
+  if (static_cast<int32_t>(now - seen_[peer]) > 0) seen_[peer] = now;
   return static_cast<int32_t>(now - step) >= 0;
 }
 
@@ -282,9 +300,14 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
       return fail(std::move(s), peer);
     }
     sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // Without the fence on the posters' CPUs a post may miss this sleeper:
+    // short sleeps then bound what that costs.
+    const bool fenced = fence_every_poster();
     const uint32_t seen = signal.load(std::memory_order_seq_cst);
     if (static_cast<int32_t>(seen - step) < 0) {
-      futex_wait(&signal, seen, std::min<Clock::duration>(give_up_at - now, kSleepSlice));
+      futex_wait(&signal, seen,
+                 std::min<Clock::duration>(give_up_at - now,
+                                           fenced ? kSleepSlice : kUnfencedSleepSlice));
     }
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(peer, step)) return absl::OkStatus();
@@ -301,7 +324,7 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
 }
 
 bool Channel::peer_on_this_cpu(int peer) const {
-  return cpu_ >= 0 && controls_[peer]->signal.cpu.load(std::memory_order_relaxed) == cpu_;
+  return cpu_ >= 0 && controls_[peer]->cpu.value.load(std::memory_order_relaxed) == cpu_;
 }
 
 bool Channel::poll_all(uint32_t step, std::chrono::nanoseconds spin) {
@@ -315,6 +338,101 @@ bool Channel::poll_all(uint32_t step, std::chrono::nanoseconds spin) {
     }
   }
   return true;
+}
+
+uint32_t Channel::box_tag(size_t nbytes) const {
+  static_assert(kBoxBytes < 256, "a box's size fits the tag's 8 bits");
+  const uint32_t reduction = static_cast<uint32_t>(op_stamp_ >> kCodeShift) & 0x7f;
+  return (ops_ & 0xffff) << 16 | reduction << 8 | static_cast<uint32_t>(nbytes);
+}
+
+absl::Status Channel::publish_box(const void* data, size_t nbytes, const Deadline& deadline,
+                                  int* box, uint32_t* step) {
+  *box = static_cast<int>(boxes_used_++ & 1);
+  if (absl::Status s = wait_all(box_free_after_[*box], deadline); !s.ok()) return s;
+  InlineBox& mine = controls_[rank_]->boxes[*box];
+  const uint32_t next = steps_ + 1;  // the step post() completes below
+  const uint32_t tag = box_tag(nbytes);
+  const uint8_t* src = static_cast<const uint8_t*>(data);
+  for (int i = 0; nbytes > 0; ++i) {
+    const size_t len = std::min(nbytes, kBoxLinePayload);
+    BoxLine& line = mine.lines[i];
+    memcpy(line.payload, src, len);
+    line.op = tag;
+    line.step.store(next, std::memory_order_release);
+    src += len;
+    nbytes -= len;
+  }
+  *step = post();
+  return absl::OkStatus();
+}
+
+bool Channel::box_ready(int peer, int box, uint32_t step, size_t nbytes) {
+  const InlineBox& theirs = controls_[peer]->boxes[box];
+  const int lines = static_cast<int>((nbytes + kBoxLinePayload - 1) / kBoxLinePayload);
+  // Every line's step loaded before one branch, so the lines' transfers
+  // overlap.
+  bool ready = true;
+  for (int i = 0; i < lines; ++i) {
+    ready &= theirs.lines[i].step.load(std::memory_order_acquire) == step;
+  }
+  // The peer wrote its last line right before it posts `step`: everything
+  // before that post is done, its reads of this rank's slots and boxes too.
+  if (ready && static_cast<int32_t>(step - seen_[peer]) > 0) seen_[peer] = step;
+  return ready;
+}
+
+bool Channel::poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin) {
+  SpinTimer timer(spin);
+  for (int k = 1; k < size_; ++k) {
+    const int peer = (rank_ + k) % size_;
+    if (box_ready(peer, box, step, nbytes)) continue;
+    if (peer_on_this_cpu(peer)) return false;  // it cannot run while this rank spins
+    while (!box_ready(peer, box, step, nbytes)) {
+      if (!timer.pause()) return false;
+    }
+  }
+  return true;
+}
+
+absl::Status Channel::wait_boxes(int box, uint32_t step, size_t nbytes, const Deadline& deadline) {
+  const uint32_t tag = box_tag(nbytes);
+  for (int k = 1; k < size_; ++k) {
+    const int peer = (rank_ + k) % size_;
+    if (!box_ready(peer, box, step, nbytes)) {
+      // The counter's wait: it spins, sleeps, and gives up at the deadline
+      // or when the peer is gone; the peer posts after its box is written.
+      if (absl::Status s = wait_for(peer, step, deadline); !s.ok()) return s;
+    }
+    if (box_ready(peer, box, step, nbytes) &&
+        controls_[peer]->boxes[box].lines[0].op == tag) {
+      checked_[peer] = ops_;
+      continue;
+    }
+    // The peer posted the step without this op's data in its box: it runs
+    // another op (its stamp says which, when it is of this op's number).
+    if (checked_[peer] != ops_) {
+      if (absl::Status s = check_same_op(peer, deadline); !s.ok()) return s;
+    }
+    absl::Status s = absl::InvalidArgumentError(absl::StrCat(
+        "rank ", peer, " is out of step on the shared-memory path: it posted step ", step,
+        " without the data of this rank's op ", ops_, " (", description_of(op_stamp_).str(),
+        "; timeout ", deadline.timeout().count(), " ms)"));
+    set_culprits(&s, {CulpritReason::kMismatch, {peer}});
+    return fail(std::move(s), peer);
+  }
+  return absl::OkStatus();
+}
+
+void Channel::read_box(int owner, int box, size_t nbytes, void* out) const {
+  const InlineBox& theirs = controls_[owner]->boxes[box];
+  uint8_t* dst = static_cast<uint8_t*>(out);
+  for (int i = 0; nbytes > 0; ++i) {
+    const size_t len = std::min(nbytes, kBoxLinePayload);
+    memcpy(dst, theirs.lines[i].payload, len);
+    dst += len;
+    nbytes -= len;
+  }
 }
 
 absl::Status Channel::wait_all(uint32_t step, const Deadline& deadline) {

@@ -147,8 +147,32 @@ class Channel {
   // Compares no op stamps: wait_all() after it does.
   bool poll_all(uint32_t step, std::chrono::nanoseconds spin);
 
+  // Inline boxes (layout.h), for an allreduce of up to kBoxBytes: its data
+  // travels in the lines a peer polls. Writes this rank's `nbytes` into its
+  // next box, after every peer finished reading what that box held last,
+  // and posts the step that publishes them; *box gets the box, *step the step.
+  absl::Status publish_box(const void* data, size_t nbytes, const Deadline& deadline, int* box,
+                           uint32_t* step);
+  // Whether every peer's `box` holds its data of `step`, spinning up to
+  // `spin` for it (as poll_all() does).
+  bool poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin);
+  // Waits until every peer's `box` holds its data of `step` for this op (a
+  // peer that runs another op fails it, as wait_for() does).
+  absl::Status wait_boxes(int box, uint32_t step, size_t nbytes, const Deadline& deadline);
+  // Copies `owner`'s data from `box` (waited for) to `out`.
+  void read_box(int owner, int box, size_t nbytes, void* out) const;
+  // The box is free once every rank has posted `step`.
+  void release_box(int box, uint32_t step) { box_free_after_[box] = step; }
+
  private:
-  bool reached(int peer, uint32_t step) const;
+  // Whether `peer` has done its part of `step`: posted it, or (seen in its
+  // box) done everything that comes before posting it.
+  bool reached(int peer, uint32_t step);
+  // Whether `peer`'s `box` holds its data of `step` (every line of it).
+  bool box_ready(int peer, int box, uint32_t step, size_t nbytes);
+  // The tag of the current op in a box line: its number and size (an
+  // allreduce of this channel's reduction), so ranks compare ops there.
+  uint32_t box_tag(size_t nbytes) const;
   // Whether `peer` began its latest op on the CPU this rank began its own on.
   bool peer_on_this_cpu(int peer) const;
   absl::Status wait_for_step(int peer, uint32_t step, const Deadline& deadline);
@@ -177,8 +201,16 @@ class Channel {
   std::vector<uint32_t> checked_;  // per peer: the op whose stamp was compared
   uint64_t chunks_ = 0;
   int cpu_ = -1;  // where this rank began its current op
+  int published_cpu_ = -1;  // what its CpuLine says
   int shared_cpu_waits_ = 0;  // waits in a row that found the peer on cpu_
   std::vector<uint32_t> slot_free_after_;
+  // Per peer: the latest step it has been seen to reach (reached()), so
+  // that a wait for a step seen earlier reads no line the peer writes.
+  std::vector<uint32_t> seen_;
+  // Whether post() leaves its fence to the sleepers (asymmetric_fence.h).
+  const bool light_posts_;
+  uint64_t boxes_used_ = 0;
+  uint32_t box_free_after_[2] = {0, 0};
   absl::Status broken_;
 };
 

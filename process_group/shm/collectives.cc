@@ -124,6 +124,7 @@ absl::Status SmallAllreduce::begin(const Deadline& deadline) {
     done_ = true;
     return absl::OkStatus();
   }
+  if (in_box_) return ch_.publish_box(data_, count_ * r_.element_bytes, deadline, &slot_, &copied_);
   RETURN_IF_ERROR(ch_.acquire_slot(/*will_write=*/true, deadline, &slot_));
   memcpy(ch_.slot(ch_.rank(), slot_), data_, count_ * r_.element_bytes);
   copied_ = ch_.post();
@@ -131,11 +132,32 @@ absl::Status SmallAllreduce::begin(const Deadline& deadline) {
 }
 
 bool SmallAllreduce::peers_ready(std::chrono::nanoseconds spin) {
-  return done_ || ch_.poll_all(copied_, spin);
+  if (done_) return true;
+  return in_box_ ? ch_.poll_boxes(slot_, copied_, count_ * r_.element_bytes, spin)
+                 : ch_.poll_all(copied_, spin);
+}
+
+absl::Status SmallAllreduce::finish_from_boxes(const Deadline& deadline) {
+  const size_t nbytes = count_ * r_.element_bytes;
+  RETURN_IF_ERROR(ch_.wait_boxes(slot_, copied_, nbytes, deadline));
+  // In rank order, as from the slots: ((box 0 op box 1) op box 2) ...
+  alignas(kCacheLine) uint8_t sum[kBoxBytes];
+  alignas(kCacheLine) uint8_t next[kBoxBytes];
+  ch_.read_box(0, slot_, nbytes, sum);
+  for (int k = 1; k < ch_.size(); ++k) {
+    ch_.read_box(k, slot_, nbytes, next);
+    r_.fn(sum, sum, next, count_);
+  }
+  memcpy(data_, sum, nbytes);
+  // A peer's next step follows its reads of this box (as of a slot below).
+  ch_.release_box(slot_, copied_ + 1);
+  done_ = true;
+  return absl::OkStatus();
 }
 
 absl::Status SmallAllreduce::finish(const Deadline& deadline) {
   if (done_) return absl::OkStatus();
+  if (in_box_) return finish_from_boxes(deadline);
   RETURN_IF_ERROR(ch_.wait_all(copied_, deadline));
   r_.fn(data_, ch_.slot(0, slot_), ch_.slot(1, slot_), count_);
   for (int k = 2; k < ch_.size(); ++k) r_.fn(data_, data_, ch_.slot(k, slot_), count_);

@@ -6,7 +6,8 @@
 // Reductions have a fixed order per element, the same on every rank, so
 // every rank gets the same bits:
 //  - allreduce up to small_max_bytes: every rank copies its input into its
-//    slot, then reduces all ranks' copies in rank order 0, 1, ..., n-1.
+//    slot (up to kBoxBytes: its inline box, layout.h), then reduces all
+//    ranks' copies in rank order 0, 1, ..., n-1.
 //  - larger allreduce and reduce: the chunk is split in n parts; rank j
 //    reduces part j starting from its own data, then ranks j+1, ..., j-1
 //    (mod n), into its slot, and every rank copies every part out.
@@ -56,7 +57,7 @@ absl::Status allreduce(Channel& ch, void* data, size_t count, Reduction r,
 class SmallAllreduce {
  public:
   SmallAllreduce(Channel& ch, void* data, size_t count, Reduction r)
-      : ch_(ch), data_(data), count_(count), r_(r) {}
+      : ch_(ch), data_(data), count_(count), r_(r), in_box_(count * r.element_bytes <= kBoxBytes) {}
   static bool fits(const Channel& ch, size_t count, Reduction r,
                    size_t small_max_bytes = kDefaultSmallMaxBytes);
 
@@ -70,7 +71,11 @@ class SmallAllreduce {
   Channel& ch_;
   void* const data_;
   const size_t count_;
+  absl::Status finish_from_boxes(const Deadline& deadline);
+
   const Reduction r_;
+  // Through the channel's inline boxes (up to kBoxBytes); then slot_ is the box.
+  const bool in_box_;
   int slot_ = 0;
   uint32_t copied_ = 0;
   bool done_ = false;  // nothing (left) to do: one rank, no elements, finished

@@ -17,7 +17,7 @@ namespace ddpx {
 namespace shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x6464707873686d31ULL;  // "ddpxshm1"
-inline constexpr uint32_t kLayoutVersion = 3;  // 3: SignalLine::op_stamp
+inline constexpr uint32_t kLayoutVersion = 4;  // 4: ChannelControl::boxes and ::cpu
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPage = 4096;
 
@@ -41,23 +41,47 @@ struct alignas(kCacheLine) PaddedWord {
 static_assert(sizeof(PaddedWord) == kCacheLine, "one word per cache line");
 static_assert(std::atomic<uint32_t>::is_always_lock_free, "futex words");
 
-// The line peers wait on: the owner's step counter, and beside it its CPU
-// and the stamp of its latest op (ChannelControl::stamps), so that the peer
-// that sees a step usually finds the op to compare with in the same
-// cache-line transfer.
+// The line peers wait on: the owner's step counter, and beside it the
+// stamp of its latest op (ChannelControl::stamps), so that the peer that
+// sees a step usually finds the op to compare with in the same cache-line
+// transfer.
 struct alignas(kCacheLine) SignalLine {
   // How many steps the owner has completed on this channel (wraps); the
   // futex word.
   std::atomic<uint32_t> value;
-  // The CPU the owner ran on when it began its latest op (-1: unknown), for
-  // a waiter to tell that it holds the CPU its peer needs (cpu_sharing.h).
-  std::atomic<int32_t> cpu;
   std::atomic<uint64_t> op_stamp;
 };
 static_assert(sizeof(SignalLine) == kCacheLine, "one line");
 
+// The CPU the owner ran on when it began its latest op (-1: unknown), for a
+// waiter to tell that it holds the CPU its peer needs (cpu_sharing.h). On a
+// line of its own, stored only when it changes: a waiter that reads it
+// does not take from the owner a line the owner writes in every op.
+struct alignas(kCacheLine) CpuLine {
+  std::atomic<int32_t> value;
+};
+
+// One line of an inline box: a piece of a small allreduce's data and the
+// step that publishes it, so that the peer that sees the step has the data
+// in the same cache-line transfer (through a staging slot it would take a
+// second one, for the slot's line, after the one for the step counter).
+inline constexpr size_t kBoxLinePayload = 56;
+struct alignas(kCacheLine) BoxLine {
+  std::atomic<uint32_t> step;  // written last, with release
+  uint32_t op;                 // Channel's tag of the op (its number and what it is)
+  uint8_t payload[kBoxLinePayload];
+};
+static_assert(sizeof(BoxLine) == kCacheLine, "one line");
+
+inline constexpr int kBoxLines = 4;
+inline constexpr size_t kBoxBytes = kBoxLines * kBoxLinePayload;  // 224 B
+struct InlineBox {
+  BoxLine lines[kBoxLines];
+};
+
 struct ChannelControl {
   SignalLine signal;
+  CpuLine cpu;
   // Peers asleep in futex_wait on `signal`; the owner wakes them only then.
   PaddedWord sleepers;
   // 0 while the owner's ops run; once one of its ops failed here, 1 + the
@@ -71,6 +95,10 @@ struct ChannelControl {
   // sizes, or roots) fail at once instead of mixing unrelated data.
   static constexpr int kOpStamps = 16;
   alignas(kCacheLine) std::atomic<uint64_t> stamps[kOpStamps];
+  // Allreduces of up to kBoxBytes go through these instead of a slot, in
+  // turn: a box is rewritten two such ops later, after every peer has
+  // posted the step that follows its reads of it (Channel::publish_box).
+  InlineBox boxes[2];
 };
 inline constexpr uint32_t kNoCulprit = 0xffffffffu;
 static_assert(std::atomic<uint64_t>::is_always_lock_free, "op stamps");

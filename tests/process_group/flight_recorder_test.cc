@@ -445,6 +445,32 @@ TEST(FlightRecorderCulprits, SharedMemoryCatchesAnotherCount) {
   }
 }
 
+// A small allreduce travels in the ranks' inline boxes (shm/layout.h); a
+// barrier posts as many steps and writes none.
+TEST(FlightRecorderCulprits, SharedMemoryCatchesABarrierAgainstASmallAllreduce) {
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto out = run_three_ranks_with_a_fault([](ProcessGroup& pg, int rank) {
+    if (rank != 1) return allreduce_unless(pg, false);
+    BarrierOptions b;
+    b.timeout = std::chrono::milliseconds(700);
+    return pg.barrier(b)->wait();
+  });
+  EXPECT_LT(Clock::now() - start, std::chrono::milliseconds(600)) << "not caught before the timeout";
+  for (int rank : {0, 2}) {
+    ASSERT_FALSE(out[rank].ok()) << rank;
+    std::optional<Culprits> c = culprits_of(out[rank]);
+    ASSERT_TRUE(c.has_value()) << out[rank];
+    EXPECT_EQ(c->reason, CulpritReason::kMismatch) << out[rank];
+    EXPECT_EQ(c->ranks, std::vector<int>({1})) << out[rank];
+    EXPECT_NE(out[rank].message().find("rank 1 runs another op on the shared-memory path: "
+                                       "barrier where this rank runs allreduce of 32 B"),
+              std::string::npos)
+        << out[rank];
+  }
+  ASSERT_FALSE(out[1].ok());
+}
+
 TEST(FlightRecorderCulprits, SharedMemoryCatchesAnotherRoot) {
   auto out = run_three_ranks_with_a_fault([](ProcessGroup& pg, int rank) {
     BroadcastOptions o;
