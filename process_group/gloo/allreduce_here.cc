@@ -77,7 +77,7 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
     s = finish(begun, tensors);
     pool_->release_claim(worker);
     if (!s.ok()) return FutureWork::failed(OpType::kAllreduce, std::move(s));
-    return std::make_shared<CompletedWork>(OpType::kAllreduce, tensors);
+    return std::make_shared<CompletedWork>(OpType::kAllreduce, tensors[0]);
   }
   // The peers have not posted yet: the rest runs as the worker's next task
   // (or on the thread that waits for it), keeping the caller's tensors.

@@ -370,12 +370,11 @@ absl::Status Channel::publish_box(const void* data, size_t nbytes, const Deadlin
 bool Channel::box_ready(int peer, int box, uint32_t step, size_t nbytes) {
   const InlineBox& theirs = controls_[peer]->boxes[box];
   const int lines = static_cast<int>((nbytes + kBoxLinePayload - 1) / kBoxLinePayload);
-  // Every line's step loaded before one branch, so the lines' transfers
-  // overlap.
-  bool ready = true;
-  for (int i = 0; i < lines; ++i) {
-    ready &= theirs.lines[i].step.load(std::memory_order_acquire) == step;
-  }
+  // The last line's step only: the owner stores it last, with release
+  // ordering, so the lines before hold this op's data once it does. A
+  // waiter that polled every line would take each one from the owner
+  // while the owner writes the next, and make it take them back.
+  const bool ready = theirs.lines[lines - 1].step.load(std::memory_order_acquire) == step;
   // The peer wrote its last line right before it posts `step`: everything
   // before that post is done, its reads of this rank's slots and boxes too.
   if (ready && static_cast<int32_t>(step - seen_[peer]) > 0) seen_[peer] = step;
@@ -400,9 +399,18 @@ absl::Status Channel::wait_boxes(int box, uint32_t step, size_t nbytes, const De
   for (int k = 1; k < size_; ++k) {
     const int peer = (rank_ + k) % size_;
     if (!box_ready(peer, box, step, nbytes)) {
-      // The counter's wait: it spins, sleeps, and gives up at the deadline
-      // or when the peer is gone; the peer posts after its box is written.
-      if (absl::Status s = wait_for(peer, step, deadline); !s.ok()) return s;
+      // Spin on the box first (the data comes with the step); then the
+      // counter's wait, which yields, sleeps, and gives up at the deadline
+      // or when the peer is gone (the peer posts right after its box).
+      SpinTimer timer(policy_.spin);
+      bool ready = false;
+      if (!peer_on_this_cpu(peer)) {
+        while (!(ready = box_ready(peer, box, step, nbytes)) && timer.pause()) {
+        }
+      }
+      if (!ready) {
+        if (absl::Status s = wait_for(peer, step, deadline); !s.ok()) return s;
+      }
     }
     if (box_ready(peer, box, step, nbytes) &&
         controls_[peer]->boxes[box].lines[0].op == tag) {

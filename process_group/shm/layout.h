@@ -67,7 +67,8 @@ struct alignas(kCacheLine) CpuLine {
 // second one, for the slot's line, after the one for the step counter).
 inline constexpr size_t kBoxLinePayload = 56;
 struct alignas(kCacheLine) BoxLine {
-  std::atomic<uint32_t> step;  // written last, with release
+  // Written last, with release; peers poll the last line of the op's data.
+  std::atomic<uint32_t> step;
   uint32_t op;                 // Channel's tag of the op (its number and what it is)
   uint8_t payload[kBoxLinePayload];
 };
