@@ -37,6 +37,10 @@ class Backend {
   // Which ranks share a host, where the backend found out at rendezvous
   // (Gloo does); null where it did not.
   virtual const HostTopology* host_topology() const { return nullptr; }
+  // Whether every op claims its flight-recorder entry (CurrentTrace::claim
+  // or claim_deferred) before the call returns; the front end then leaves
+  // the recording to the backend (flight_recorder.h, launch_traced).
+  virtual bool claims_traces() const { return false; }
 
   virtual std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                           const AllreduceOptions& opts) = 0;

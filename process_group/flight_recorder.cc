@@ -168,13 +168,38 @@ CurrentTrace::CurrentTrace(const TraceHandle& handle) : handle_(handle), previou
   t_current = this;
 }
 
+CurrentTrace::CurrentTrace(const PendingTrace& pending)
+    : pending_(pending), previous_(t_current) {
+  t_current = this;
+}
+
 CurrentTrace::~CurrentTrace() { t_current = previous_; }
+
+TraceHandle CurrentTrace::recorded() {
+  if (pending_.group != nullptr) {
+    handle_ = pending_.group->recorder().record(*pending_.group, pending_.op, *pending_.args,
+                                                pending_.timeout);
+    pending_.group = nullptr;
+  }
+  return handle_;
+}
 
 TraceHandle CurrentTrace::claim() {
   CurrentTrace* c = t_current;
-  if (c == nullptr || c->claimed_ || !c->handle_) return TraceHandle{};
+  if (c == nullptr || c->claimed_) return TraceHandle{};
   c->claimed_ = true;
-  return c->handle_;
+  return c->recorded();
+}
+
+DeferredTrace CurrentTrace::claim_deferred() {
+  CurrentTrace* c = t_current;
+  if (c == nullptr || c->claimed_) return DeferredTrace{};
+  c->claimed_ = true;
+  return DeferredTrace(c);
+}
+
+TraceHandle DeferredTrace::record() {
+  return current_ == nullptr ? TraceHandle{} : current_->recorded();
 }
 
 void TraceHandle::started() const {

@@ -189,23 +189,59 @@ class TraceSite {
   const TraceSite* previous_;
 };
 
+// An op the front end hands over without recording it first, for a backend
+// that records it itself (Backend::claims_traces): what record() takes.
+struct PendingTrace {
+  TraceGroup* group = nullptr;
+  OpType op = OpType::kAllreduce;
+  const TraceOp* args = nullptr;
+  std::chrono::milliseconds timeout{0};
+};
+
+class CurrentTrace;
+
+// A claimed op whose record the backend writes when it chooses, before it
+// returns: a small op on the shared-memory path records while its data is
+// on the way to the peers, so the recording adds nothing to its latency.
+class DeferredTrace {
+ public:
+  DeferredTrace() = default;
+  // The op's handle, recording it now if nobody has (the first call
+  // records; empty when there is no op or the recorder is off). Only
+  // before the backend call returns.
+  TraceHandle record();
+
+ private:
+  friend class CurrentTrace;
+  explicit DeferredTrace(CurrentTrace* current) : current_(current) {}
+  CurrentTrace* current_ = nullptr;
+};
+
 // The op the front end is handing to a backend on this thread: a backend that
 // marks start and completion itself claims it (Gloo's enqueue does); the
 // front end marks completion of unclaimed ops from their Work's future.
 class CurrentTrace {
  public:
   explicit CurrentTrace(const TraceHandle& handle);
+  // Not recorded yet: claim() records it, a DeferredTrace when asked, and
+  // recorded() at the latest.
+  explicit CurrentTrace(const PendingTrace& pending);
   ~CurrentTrace();
   CurrentTrace(const CurrentTrace&) = delete;
   CurrentTrace& operator=(const CurrentTrace&) = delete;
 
   bool claimed() const { return claimed_; }
+  // The op's handle, recording it first if it is still pending.
+  TraceHandle recorded();
   // The op being handed over on this thread, once; an empty handle when
   // there is none or it was claimed already.
   static TraceHandle claim();
+  // The same op, for a backend that records it later (DeferredTrace).
+  static DeferredTrace claim_deferred();
 
  private:
   TraceHandle handle_;
+  PendingTrace pending_;  // its group is null once recorded (or never pending)
   bool claimed_ = false;
   CurrentTrace* previous_;
 };
@@ -363,18 +399,30 @@ class FlightRecorder {
 // calls the backend) with the record current on this thread, and, when the
 // backend did not claim it (CurrentTrace::claim), marks its completion from
 // the Work's future.
+// With `backend_records` (the backend claims every op, Backend::
+// claims_traces) the record is written when the backend claims it, or
+// right after the call at the latest.
 template <typename Launch>
 std::shared_ptr<Work> launch_traced(TraceGroup& group, OpType op, const TraceOp& args,
-                                    std::chrono::milliseconds timeout, Launch launch) {
-  const TraceHandle handle = group.recorder().record(group, op, args, timeout);
-  if (!handle) return launch();
+                                    std::chrono::milliseconds timeout, bool backend_records,
+                                    Launch launch) {
+  TraceHandle handle;
   std::shared_ptr<Work> work;
   bool claimed;
-  {
+  if (backend_records) {
+    if (!group.recorder().enabled()) return launch();
+    CurrentTrace current(PendingTrace{&group, op, &args, timeout});
+    work = launch();
+    claimed = current.claimed();
+    handle = current.recorded();
+  } else {
+    handle = group.recorder().record(group, op, args, timeout);
+    if (!handle) return launch();
     CurrentTrace current(handle);
     work = launch();
     claimed = current.claimed();
   }
+  if (!handle) return work;
   if (!claimed && work != nullptr) {
     work->get_future()->add_callback([handle](Future<TensorList>& done) {
       absl::Status s = done.status();

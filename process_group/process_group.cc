@@ -76,7 +76,7 @@ std::shared_ptr<Work> ProcessGroup::dispatch(OpType op, Options opts,
   absl::Status s = admit(std::move(valid), fingerprint, timeout, payload_bytes);
   if (!s.ok()) return FutureWork::failed(op, std::move(s));
   return launch_traced(*trace_, op, fingerprint != nullptr ? fingerprint->trace() : TraceOp{},
-                       timeout, [&] { return launch(opts); });
+                       timeout, backend_->claims_traces(), [&] { return launch(opts); });
 }
 
 std::shared_ptr<Work> ProcessGroup::allreduce(const TensorList& tensors,

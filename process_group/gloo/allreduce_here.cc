@@ -45,8 +45,11 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
   const std::chrono::milliseconds timeout = op_timeout(opts.timeout);
   // On this thread's stack while the op may finish here; moved to the heap
   // only when its rest goes to the worker (with the Work it completes then).
+  // Recorded once its data is on the way to the peers: the recorder's
+  // writes then overlap the wait for theirs (flight_recorder.h, DeferredTrace).
+  DeferredTrace to_record = CurrentTrace::claim_deferred();
   BegunAllreduce begun{shm::SmallAllreduce(channel, t.data(), count, r), {}, nullptr,
-                       CurrentTrace::claim(), shm::Deadline::from_first_wait(timeout), opts.op};
+                       TraceHandle{}, shm::Deadline::from_first_wait(timeout), opts.op};
   // Finishes the op and returns the error, if any (recorded, and named after
   // the op); `outputs` hold the result.
   auto finish = [this](BegunAllreduce& b, const TensorList& outputs) -> absl::Status {
@@ -63,8 +66,9 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
     return absl::OkStatus();
   };
 
-  begun.trace.started_at_issue();
   absl::Status s = begun.op.begin(begun.deadline);
+  begun.trace = to_record.record();
+  begun.trace.started_at_issue();
   if (!s.ok()) {
     op_failed_ = true;
     s = begun.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(tensors), s));

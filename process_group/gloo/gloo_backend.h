@@ -74,6 +74,7 @@ class GlooBackend : public Backend {
   bool uses_shared_memory() const { return shm_ != nullptr; }
   // Which ranks share a host (from every rank's host identity).
   const HostTopology* host_topology() const override { return &topology_; }
+  bool claims_traces() const override { return true; }
   // Whether large allreduces take two levels across hosts (GlooOptions).
   bool uses_two_level_allreduce() const { return !two_level_.empty(); }
   // The algorithm the TCP path runs for an allreduce of `nbytes` per tensor,
