@@ -208,6 +208,9 @@ void TraceHandle::started() const {
 void TraceHandle::started_at_issue() const {
   if (recorder != nullptr) recorder->started_at_issue(*this);
 }
+void TraceHandle::completed_at(int64_t ticks) const {
+  if (recorder != nullptr) recorder->completed_at(*this, ticks);
+}
 void TraceHandle::completed() const {
   if (recorder != nullptr) recorder->completed(*this);
 }
@@ -444,21 +447,25 @@ void FlightRecorder::started_at_issue(const TraceHandle& h) {
   slot->state.store(static_cast<uint8_t>(TraceState::kStarted), std::memory_order_release);
 }
 
-void FlightRecorder::finish(const TraceHandle& h, TraceState state) {
+void FlightRecorder::finish(const TraceHandle& h, TraceState state, int64_t ticks) {
   Slot* slot = slot_of(h);
   if (slot == nullptr) return;
-  slot->ended.store(TraceClock::now(), std::memory_order_relaxed);
+  slot->ended.store(ticks, std::memory_order_relaxed);
   slot->state.store(static_cast<uint8_t>(state), std::memory_order_release);
 }
 
 void FlightRecorder::completed(const TraceHandle& h) {
-  if (h) finish(h, TraceState::kCompleted);
+  if (h) finish(h, TraceState::kCompleted, TraceClock::now());
+}
+
+void FlightRecorder::completed_at(const TraceHandle& h, int64_t ticks) {
+  if (h) finish(h, TraceState::kCompleted, ticks);
 }
 
 absl::Status FlightRecorder::failed(const TraceHandle& h, absl::Status error) {
   if (!h || error.ok()) return error;
   const bool cancelled = error.code() == absl::StatusCode::kCancelled;
-  finish(h, cancelled ? TraceState::kCancelled : TraceState::kFailed);
+  finish(h, cancelled ? TraceState::kCancelled : TraceState::kFailed, TraceClock::now());
   if (cancelled) return error;
   // Refusals of the arguments are this rank's own business: recorded in the
   // entry, reported as they are, nobody else asked. (Ranks that disagree on

@@ -163,6 +163,9 @@ struct TraceHandle {
   // start is its enqueue time (no second clock read for the same moment).
   void started_at_issue() const;
   void completed() const;
+  // Completed, at `ticks` (TraceClock) read by the caller: a waiter that
+  // reads the clock while it polls has the moment its data came.
+  void completed_at(int64_t ticks) const;
   // The error to hand to the caller (see FlightRecorder::failed).
   absl::Status failed(absl::Status error) const;
 };
@@ -302,6 +305,7 @@ class FlightRecorder {
   void started(const TraceHandle& handle);
   void started_at_issue(const TraceHandle& handle);
   void completed(const TraceHandle& handle);
+  void completed_at(const TraceHandle& handle, int64_t ticks);
   // Records the failure and returns the error for the caller: the op, its
   // sequence number and group in front ("allreduce #1234 of group
   // default_pg (rank 0 of 4) timed out after 30 s: no data from rank 3"),
@@ -374,7 +378,7 @@ class FlightRecorder {
   static Slot* slot_of(const TraceHandle& handle);
   // A copy of the slot's entry, progress included, in ticks; id 0 if empty.
   static TraceEntry read_slot(Slot& slot);
-  void finish(const TraceHandle& handle, TraceState state);
+  void finish(const TraceHandle& handle, TraceState state, int64_t ticks);
   void group_gone(int32_t index);
   std::string group_name_locked(int32_t index) const;
 

@@ -51,8 +51,10 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
   BegunAllreduce begun{shm::SmallAllreduce(channel, t.data(), count, r), {}, nullptr,
                        TraceHandle{}, shm::Deadline::from_first_wait(timeout), opts.op};
   // Finishes the op and returns the error, if any (recorded, and named after
-  // the op); `outputs` hold the result.
-  auto finish = [this](BegunAllreduce& b, const TensorList& outputs) -> absl::Status {
+  // the op); `outputs` hold the result. `data_seen_at`: when the peers' data
+  // was seen (TraceClock ticks), or 0 for now.
+  auto finish = [this](BegunAllreduce& b, const TensorList& outputs,
+                       int64_t data_seen_at) -> absl::Status {
     absl::Status s = b.op.finish(b.deadline);
     if (!s.ok()) {
       op_failed_ = true;
@@ -62,7 +64,11 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
     if (b.reduce_op == ReduceOp::AVG) {
       divide_in_place(out.data(), static_cast<size_t>(out.numel()), out.dtype(), size());
     }
-    b.trace.completed();
+    if (data_seen_at != 0) {
+      b.trace.completed_at(data_seen_at);
+    } else {
+      b.trace.completed();
+    }
     return absl::OkStatus();
   };
 
@@ -75,10 +81,14 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
     pool_->release_claim(worker);
     return FutureWork::failed(OpType::kAllreduce, std::move(s));
   }
-  if (begun.op.peers_ready(channel.spin())) {
+  // The completion time from the poll's own clock reads, taken while it
+  // waits (the reduction after it takes nanoseconds).
+  int64_t data_seen_at = 0;
+  if (begun.op.peers_ready(channel.spin(), begun.trace ? &TraceClock::now : nullptr,
+                           &data_seen_at)) {
     // Done before anybody holds its Work: one that holds the result, with
     // no future, lock or waiter to set up for a wait that never happens.
-    s = finish(begun, tensors);
+    s = finish(begun, tensors, data_seen_at);
     pool_->release_claim(worker);
     if (!s.ok()) return FutureWork::failed(OpType::kAllreduce, std::move(s));
     return std::make_shared<CompletedWork>(OpType::kAllreduce, tensors[0]);
@@ -98,7 +108,7 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
   };
   rest.run = [rest_of, finish] {
     BegunAllreduce& b = *rest_of;
-    absl::Status done = finish(b, b.tensors);
+    absl::Status done = finish(b, b.tensors, 0);
     if (done.ok()) {
       b.work->finish(b.tensors);
     } else {

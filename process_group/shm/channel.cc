@@ -387,13 +387,20 @@ bool Channel::box_ready(int peer, int box, uint32_t step, size_t nbytes) {
   return ready;
 }
 
-bool Channel::poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin) {
+bool Channel::poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin,
+                         PollClock clock, int64_t* seen_at) {
   SpinTimer timer(spin);
+  // The clock read goes before the look: it does not wait for the line,
+  // so the look that finds the data is not delayed by it.
+  auto ready = [&](int peer) {
+    if (clock != nullptr) *seen_at = clock();
+    return box_ready(peer, box, step, nbytes);
+  };
   for (int k = 1; k < size_; ++k) {
     const int peer = (rank_ + k) % size_;
-    if (box_ready(peer, box, step, nbytes)) continue;
+    if (ready(peer)) continue;
     if (peer_on_this_cpu(peer)) return false;  // it cannot run while this rank spins
-    while (!box_ready(peer, box, step, nbytes)) {
+    while (!ready(peer)) {
       if (!timer.pause()) return false;
     }
   }

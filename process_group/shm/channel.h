@@ -154,8 +154,13 @@ class Channel {
   absl::Status publish_box(const void* data, size_t nbytes, const Deadline& deadline, int* box,
                            uint32_t* step);
   // Whether every peer's `box` holds its data of `step`, spinning up to
-  // `spin` for it (as poll_all() does).
-  bool poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin);
+  // `spin` for it (as poll_all() does). With a `clock`, reads it before
+  // each look and leaves in *seen_at the reading before the look that
+  // found the data (a caller that records when its op completed gets that
+  // moment from the wait it makes anyway, without a read after it).
+  using PollClock = int64_t (*)();
+  bool poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin,
+                  PollClock clock = nullptr, int64_t* seen_at = nullptr);
   // Waits until every peer's `box` holds its data of `step` for this op (a
   // peer that runs another op fails it, as wait_for() does).
   absl::Status wait_boxes(int box, uint32_t step, size_t nbytes, const Deadline& deadline);

@@ -131,9 +131,10 @@ absl::Status SmallAllreduce::begin(const Deadline& deadline) {
   return absl::OkStatus();
 }
 
-bool SmallAllreduce::peers_ready(std::chrono::nanoseconds spin) {
+bool SmallAllreduce::peers_ready(std::chrono::nanoseconds spin, Channel::PollClock clock,
+                                 int64_t* seen_at) {
   if (done_) return true;
-  return in_box_ ? ch_.poll_boxes(slot_, copied_, count_ * r_.element_bytes, spin)
+  return in_box_ ? ch_.poll_boxes(slot_, copied_, count_ * r_.element_bytes, spin, clock, seen_at)
                  : ch_.poll_all(copied_, spin);
 }
 

@@ -63,8 +63,10 @@ class SmallAllreduce {
 
   absl::Status begin(const Deadline& deadline);
   // Whether every peer has posted its data, spinning up to `spin` for it:
-  // finish() then does not wait.
-  bool peers_ready(std::chrono::nanoseconds spin);
+  // finish() then does not wait. Through the inline boxes, reads `clock`
+  // as Channel::poll_boxes does (*seen_at stays 0 otherwise).
+  bool peers_ready(std::chrono::nanoseconds spin, Channel::PollClock clock = nullptr,
+                   int64_t* seen_at = nullptr);
   absl::Status finish(const Deadline& deadline);
 
  private:
