@@ -58,6 +58,11 @@ struct Parts {
   size_t end(int j) const { return std::min(count, (j + 1) * per_part); }
 };
 
+// The split reduction's block: its own part of a chunk is reduced and
+// copied out this much at a time (with the peers' parts, three streams in
+// L1).
+constexpr size_t kReduceBlockBytes = 8 << 10;
+
 // One chunk of the split reduction; this rank copies the result out when
 // `copy_out`, with streaming stores when `stream`.
 absl::Status reduce_chunk(Channel& ch, uint8_t* data, size_t count, Reduction r, bool copy_out,
@@ -74,20 +79,32 @@ absl::Status reduce_chunk(Channel& ch, uint8_t* data, size_t count, Reduction r,
   memcpy(mine + hi * e, data + hi * e, (count - hi) * e);
   const uint32_t copied = ch.post();
   if (hi > lo) {
-    for (int k = 1; k < n; ++k) {
-      const int peer = (me + k) % n;
-      RETURN_IF_ERROR(ch.wait_for(peer, copied, deadline));
-      r.fn(mine + lo * e, k == 1 ? data + lo * e : mine + lo * e, ch.slot(peer, s) + lo * e,
-           hi - lo);
+    RETURN_IF_ERROR(ch.wait_all(copied, deadline));
+    // Block by block, so that this rank's own result is copied out while
+    // the block is still in L1 (one pass over the part instead of two).
+    const size_t per_block = std::max<size_t>(1, kReduceBlockBytes / e);
+    for (size_t b = lo; b < hi; b += per_block) {
+      const size_t len = std::min(per_block, hi - b);
+      for (int k = 1; k < n; ++k) {
+        const int peer = (me + k) % n;
+        r.fn(mine + b * e, k == 1 ? data + b * e : mine + b * e, ch.slot(peer, s) + b * e, len);
+      }
+      if (copy_out) {
+        if (stream) {
+          copy_streaming(data + b * e, mine + b * e, len * e);
+        } else {
+          memcpy(data + b * e, mine + b * e, len * e);
+        }
+      }
     }
   }
   const uint32_t reduced = ch.post();
   if (copy_out) {
-    for (int k = 0; k < n; ++k) {
+    for (int k = 1; k < n; ++k) {
       const int owner = (me + k) % n;
       const size_t b = parts.begin(owner), len = parts.end(owner) - b;
       if (len == 0) continue;
-      if (owner != me) RETURN_IF_ERROR(ch.wait_for(owner, reduced, deadline));
+      RETURN_IF_ERROR(ch.wait_for(owner, reduced, deadline));
       if (stream) {
         copy_streaming(data + b * e, ch.slot(owner, s) + b * e, len * e);
       } else {
