@@ -346,6 +346,13 @@ bool Channel::poll_all(uint32_t step, std::chrono::nanoseconds spin) {
   return true;
 }
 
+void Channel::prepare_next_slot(size_t nbytes) const {
+  const uint8_t* next = slots_[rank_][chunks_ % slot_free_after_.size()];
+  for (size_t i = 0; i < std::min(nbytes, slot_bytes_); i += kCacheLine) {
+    prefetch_for_write(next + i);
+  }
+}
+
 uint32_t Channel::box_tag(size_t nbytes) const {
   static_assert(kBoxBytes < 256, "a box's size fits the tag's 8 bits");
   const uint32_t reduction = static_cast<uint32_t>(op_stamp_ >> kCodeShift) & 0x7f;

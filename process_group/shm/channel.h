@@ -133,6 +133,11 @@ class Channel {
   // How long a waiter spins before it yields (WaitPolicy).
   std::chrono::nanoseconds spin() const { return policy_.spin; }
   uint8_t* slot(int owner, int slot) const { return slots_[owner][slot]; }
+  // Takes the first `nbytes` of the slot the next chunk will use for
+  // writing (PREFETCHW), so that the next op's copy-in does not wait for
+  // the peers to give up lines they read long ago. Only a hint: a peer
+  // still reading them gets them back.
+  void prepare_next_slot(size_t nbytes) const;
 
   // Completes this rank's next step and wakes peers asleep on it; returns
   // the step's number.

@@ -1,6 +1,7 @@
 #include "process_group/shm/collectives.h"
 
 #include <emmintrin.h>
+#include <xmmintrin.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -57,6 +58,12 @@ struct Parts {
   size_t begin(int j) const { return std::min(count, j * per_part); }
   size_t end(int j) const { return std::min(count, (j + 1) * per_part); }
 };
+
+// A one-pass allreduce up to this size asks for all its lines at once
+// (SmallAllreduce::finish), and takes as many of its next slot for
+// writing; measured on 2 ranks, 2 KiB went from 1.45 to 0.9 us, while a
+// 32 KiB one-pass allreduce went from 6 to 7.5 us when it did so too.
+constexpr size_t kPrefetchMaxBytes = 8 << 10;
 
 // The split reduction's block: its own part of a chunk is reduced and
 // copied out this much at a time (with the peers' parts, three streams in
@@ -177,6 +184,16 @@ absl::Status SmallAllreduce::finish(const Deadline& deadline) {
   if (done_) return absl::OkStatus();
   if (in_box_) return finish_from_boxes(deadline);
   RETURN_IF_ERROR(ch_.wait_all(copied_, deadline));
+  // Every line of the peers' copies asked for at once: the reduction below
+  // walks them in order, one miss after another. Only for a few KiB:
+  // beyond, the hardware prefetcher keeps up and the requests only queue.
+  const size_t nbytes = count_ * r_.element_bytes;
+  const size_t ahead = nbytes <= kPrefetchMaxBytes ? nbytes : 0;
+  for (int k = 0; k < ch_.size(); ++k) {
+    if (k == ch_.rank()) continue;
+    const uint8_t* theirs = ch_.slot(k, slot_);
+    for (size_t i = 0; i < ahead; i += kCacheLine) _mm_prefetch(theirs + i, _MM_HINT_T0);
+  }
   r_.fn(data_, ch_.slot(0, slot_), ch_.slot(1, slot_), count_);
   for (int k = 2; k < ch_.size(); ++k) r_.fn(data_, data_, ch_.slot(k, slot_), count_);
   // A peer's next step, in whatever chunk comes next, follows its reads of
@@ -185,6 +202,7 @@ absl::Status SmallAllreduce::finish(const Deadline& deadline) {
   // chunks between (the peer's next step waits for nothing later). With
   // one slot that next chunk would be this slot's reuse: it posts here.
   ch_.release_slot(slot_, ch_.num_slots() > 1 ? copied_ + 1 : ch_.post());
+  ch_.prepare_next_slot(ahead);
   done_ = true;
   return absl::OkStatus();
 }
