@@ -129,12 +129,16 @@ std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend&
             }
           }
         }
-        if (round == 0 && k == 0) {  // warm-up: the third call sizes the rounds
-          double warm = 0;
+        // Warm-up: the fastest of three calls sizes every round of this
+        // size (one call that hits a hiccup would leave the rounds with a
+        // few calls each, whose median the first calls after the barrier
+        // then pull up).
+        if (round == 0 && k == 0) {
+          double warm = INFINITY;
           for (int w = 0; w < 3; ++w) {
             auto t0 = Clock::now();
             must(shm.allreduce({t}, {}));
-            warm = sync.max_over_ranks(seconds_since(t0));
+            warm = std::min(warm, sync.max_over_ranks(seconds_since(t0)));
           }
           core_allreduce(t);
           iters[bytes] = static_cast<int>(std::clamp(o.round_ms / 1e3 / std::max(warm, 1e-7), 3.0, 200.0));
