@@ -17,7 +17,10 @@
 // written by one op at a time) around plain stores to two cache lines (a
 // third when a TraceSite is active), two clock reads (enqueue, completion;
 // an op begun on the issuing thread at issue takes its enqueue time as its
-// start). DDPX_TRACE_BUFFER_SIZE sets the number of entries (default 2000,
+// start). A backend that claims every op (Backend::claims_traces) gets the
+// op pending and records it when it claims it, or later (DeferredTrace):
+// the small shared-memory allreduce records while its data is on the way
+// to its peers, off its critical path. DDPX_TRACE_BUFFER_SIZE sets the number of entries (default 2000,
 // 0 turns recording off); set_capacity() and set_enabled() change it at run
 // time.
 //
