@@ -200,6 +200,51 @@ TEST(FlightRecorder, AnOpStartedAtIssueStartsAtItsEnqueueTime) {
   EXPECT_GE(e.ended_ns, e.started_ns);
 }
 
+// A backend that claims its ops (Backend::claims_traces) gets them pending:
+// recorded when it claims them, when its deferred claim records, or after
+// the call when it claimed nothing; every way once, in issue order.
+TEST(FlightRecorder, PendingOpsAreRecordedOnceWhicheverWayTheyAreClaimed) {
+  FlightRecorder rec(8);
+  auto g = rec.attach_group(prefixed("g"), nullptr, 0, 2, "gloo");
+  auto completed = [] {
+    return std::shared_ptr<Work>(std::make_shared<CompletedWork>(OpType::kAllreduce, TensorList{}));
+  };
+  const TraceOp args = args_of(7);
+  const std::chrono::seconds timeout(2);
+  TraceHandle claimed, deferred;
+  uint64_t recorded_before_deferred_record = 0;
+  launch_traced(*g, OpType::kAllreduce, args, timeout, true, [&] {
+    claimed = CurrentTrace::claim();
+    EXPECT_FALSE(CurrentTrace::claim()) << "claimed twice";
+    return completed();
+  });
+  launch_traced(*g, OpType::kBroadcast, args, timeout, true, [&] {
+    DeferredTrace later = CurrentTrace::claim_deferred();
+    recorded_before_deferred_record = rec.snapshot().recorded;
+    deferred = later.record();
+    EXPECT_EQ(later.record().id, deferred.id) << "recorded twice";
+    return completed();
+  });
+  launch_traced(*g, OpType::kBarrier, args, timeout, true, completed);
+  claimed.completed();
+  deferred.completed();
+  const FlightRecorder::Snapshot s = rec.snapshot();
+  EXPECT_EQ(recorded_before_deferred_record, 1u) << "recorded before the backend asked";
+  ASSERT_EQ(s.entries.size(), 3u);
+  EXPECT_EQ(s.entries[0].op, OpType::kAllreduce);
+  EXPECT_EQ(s.entries[1].op, OpType::kBroadcast);
+  EXPECT_EQ(s.entries[2].op, OpType::kBarrier);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_EQ(s.entries[k].seq, k);
+    EXPECT_EQ(s.entries[k].args.total_numel, 7);
+    EXPECT_EQ(s.entries[k].timeout_ms, 2000);
+    // The unclaimed one completes through its Work's future.
+    EXPECT_EQ(s.entries[k].state, TraceState::kCompleted) << k;
+  }
+  EXPECT_EQ(claimed.id, s.entries[0].id);
+  EXPECT_EQ(deferred.id, s.entries[1].id);
+}
+
 class RecordingListener : public FailureListener {
  public:
   std::vector<std::string> peer_states(const TraceGroupInfo& group,
