@@ -50,15 +50,14 @@ CollectiveFingerprint& CollectiveFingerprint::tensors(
 
 CollectiveFingerprint& CollectiveFingerprint::dtypes(
     const std::vector<Tensor>& tensors) {
-  if (!traced_tensors_ && tensors.size() <= TraceOp::kMaxTensors) {
+  const bool first = !traced_tensors_;
+  if (first) {
     trace_.add(tensors);
     traced_tensors_ = true;
+  }
+  if (first && tensors.size() <= TraceOp::kMaxTensors) {
     add("dtypes", Source::kDtypes);
     return *this;
-  }
-  if (!traced_tensors_) {
-    trace_.add(tensors);
-    traced_tensors_ = true;
   }
   std::vector<std::string> names;
   for (const Tensor& t : tensors) names.push_back(dtype_name(t.dtype()));

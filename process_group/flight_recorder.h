@@ -20,9 +20,9 @@
 // start). A backend that claims every op (Backend::claims_traces) gets the
 // op pending and records it when it claims it, or later (DeferredTrace):
 // the small shared-memory allreduce records while its data is on the way
-// to its peers, off its critical path. DDPX_TRACE_BUFFER_SIZE sets the number of entries (default 2000,
-// 0 turns recording off); set_capacity() and set_enabled() change it at run
-// time.
+// to its peers, off its critical path. DDPX_TRACE_BUFFER_SIZE sets the
+// number of entries (default 2000, 0 turns recording off); set_capacity()
+// and set_enabled() change it at run time.
 //
 // Failures go through failed(), which names the op, its sequence number,
 // group and the peers the transport was still waiting for (culprits.h), and

@@ -91,6 +91,15 @@ class SpinTimer {
   Clock::time_point start_;
 };
 
+// Spins until ready() holds (true) or the timer's budget is spent (false).
+template <typename Ready>
+bool spin_until(SpinTimer& timer, Ready ready) {
+  while (!ready()) {
+    if (!timer.pause()) return false;
+  }
+  return true;
+}
+
 // PREFETCHW: the line in this core's cache, exclusive (a no-op on CPUs
 // without it); GCC emits it for __builtin_prefetch only with -mprfchw.
 void prefetch_for_write(const void* line) {
@@ -266,11 +275,8 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
     if (move_off_cpu(cpu_)) cpu_ = current_cpu();
   }
   SpinTimer spin(policy_.spin);
-  if (!shared_cpu) {
-    for (;;) {
-      if (reached(peer, step)) return absl::OkStatus();
-      if (!spin.pause()) break;
-    }
+  if (!shared_cpu && spin_until(spin, [&] { return reached(peer, step); })) {
+    return absl::OkStatus();
   }
   const Clock::time_point start = shared_cpu ? Clock::now() : spin.start();
   while (Clock::now() - start < policy_.yield) {
@@ -333,17 +339,20 @@ bool Channel::peer_on_this_cpu(int peer) const {
   return cpu_ >= 0 && controls_[peer]->cpu.value.load(std::memory_order_relaxed) == cpu_;
 }
 
-bool Channel::poll_all(uint32_t step, std::chrono::nanoseconds spin) {
+template <typename Ready>
+bool Channel::poll_peers(std::chrono::nanoseconds spin, Ready ready) {
   SpinTimer timer(spin);
   for (int k = 1; k < size_; ++k) {
     const int peer = (rank_ + k) % size_;
-    if (reached(peer, step)) continue;
+    if (ready(peer)) continue;
     if (peer_on_this_cpu(peer)) return false;  // it cannot run while this rank spins
-    while (!reached(peer, step)) {
-      if (!timer.pause()) return false;
-    }
+    if (!spin_until(timer, [&] { return ready(peer); })) return false;
   }
   return true;
+}
+
+bool Channel::poll_all(uint32_t step, std::chrono::nanoseconds spin) {
+  return poll_peers(spin, [&](int peer) { return reached(peer, step); });
 }
 
 void Channel::prepare_next_slot(size_t nbytes) const {
@@ -396,22 +405,12 @@ bool Channel::box_ready(int peer, int box, uint32_t step, size_t nbytes) {
 
 bool Channel::poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin,
                          PollClock clock, int64_t* seen_at) {
-  SpinTimer timer(spin);
   // The clock read goes before the look: it does not wait for the line,
   // so the look that finds the data is not delayed by it.
-  auto ready = [&](int peer) {
+  return poll_peers(spin, [&](int peer) {
     if (clock != nullptr) *seen_at = clock();
     return box_ready(peer, box, step, nbytes);
-  };
-  for (int k = 1; k < size_; ++k) {
-    const int peer = (rank_ + k) % size_;
-    if (ready(peer)) continue;
-    if (peer_on_this_cpu(peer)) return false;  // it cannot run while this rank spins
-    while (!ready(peer)) {
-      if (!timer.pause()) return false;
-    }
-  }
-  return true;
+  });
 }
 
 absl::Status Channel::wait_boxes(int box, uint32_t step, size_t nbytes, const Deadline& deadline) {
@@ -423,11 +422,8 @@ absl::Status Channel::wait_boxes(int box, uint32_t step, size_t nbytes, const De
       // counter's wait, which yields, sleeps, and gives up at the deadline
       // or when the peer is gone (the peer posts right after its box).
       SpinTimer timer(policy_.spin);
-      bool ready = false;
-      if (!peer_on_this_cpu(peer)) {
-        while (!(ready = box_ready(peer, box, step, nbytes)) && timer.pause()) {
-        }
-      }
+      const bool ready = !peer_on_this_cpu(peer) &&
+                         spin_until(timer, [&] { return box_ready(peer, box, step, nbytes); });
       if (!ready) {
         if (absl::Status s = wait_for(peer, step, deadline); !s.ok()) return s;
       }

@@ -183,6 +183,10 @@ class Channel {
   // The tag of the current op in a box line: its number and size (an
   // allreduce of this channel's reduction), so ranks compare ops there.
   uint32_t box_tag(size_t nbytes) const;
+  // Whether ready(peer) holds for every peer, spinning up to `spin` for it
+  // (not at all while a peer it waits for was last seen on this CPU).
+  template <typename Ready>
+  bool poll_peers(std::chrono::nanoseconds spin, Ready ready);
   // Whether `peer` began its latest op on the CPU this rank began its own on.
   bool peer_on_this_cpu(int peer) const;
   absl::Status wait_for_step(int peer, uint32_t step, const Deadline& deadline);
