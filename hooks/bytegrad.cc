@@ -13,12 +13,19 @@ namespace {
 
 uint8_t* bytes(const Tensor& t) { return static_cast<uint8_t*>(t.data()); }
 
-// Buffers of a bucket on a device live on that device. There the padding
-// after a short last chunk is left uninitialized: it is sent but never
-// decoded.
+// Buffers of a bucket on a device live on that device. Each is filled
+// before it is read: by a collective, or record by record (the CPU zeroes a
+// short record's padding, which is sent but never decoded, so the bytes on
+// the wire do not depend on what the memory held; a device leaves it).
 absl::StatusOr<Tensor> byte_tensor(int64_t n, Device device) {
-  if (device.is_cpu()) return Tensor::zeros({n}, DType::kUInt8);
+  if (device.is_cpu()) return Tensor::uninitialized({n}, DType::kUInt8);
   return Tensor::empty({n}, DType::kUInt8, device);
+}
+
+// Zeroes the padding after a record of `len` codes in a slot of `layout`.
+void zero_padding(uint8_t* record, const ChunkLayout& layout, int64_t len) {
+  const size_t used = kernels::quantized_record_bytes(len);
+  std::fill(record + used, record + layout.record_bytes, uint8_t{0});
 }
 
 // Record `slot` of a ByteGrad buffer, sized for a chunk of `len` values.
@@ -27,18 +34,19 @@ Tensor record(const Tensor& records, const ChunkLayout& layout, int slot, int64_
                       {static_cast<int64_t>(kernels::quantized_record_bytes(len))});
 }
 
-// Step 2's send buffer: record c holds chunk c of `data`. `k` is null for a
-// CPU buffer, else the kernels of its device (one record per call, so the
-// bytes equal the CPU kernels').
+// Step 2's send buffer: record c holds chunk c of `data` / `divisor`. `k`
+// is null for a CPU buffer, else the kernels of its device (one record per
+// call, so the bytes equal the CPU kernels'; the divisor is 1 there).
 absl::StatusOr<Tensor> quantize_chunks(const Tensor& data, const ChunkLayout& layout,
-                                       DeviceKernels* k) {
+                                       DeviceKernels* k, float divisor = 1.0f) {
   absl::StatusOr<Tensor> send = byte_tensor(layout.world * layout.record_bytes, data.device());
   if (!send.ok()) return send.status();
   for (int c = 0; c < layout.world; ++c) {
     const int64_t len = layout.length(c);
     if (k == nullptr) {
-      kernels::quantize(data.data_as<float>() + layout.begin(c), len,
-                        bytes(*send) + c * layout.record_bytes);
+      uint8_t* out = bytes(*send) + c * layout.record_bytes;
+      kernels::quantize_divided(data.data_as<float>() + layout.begin(c), len, divisor, out);
+      zero_padding(out, layout, len);
     } else if (len > 0) {  // an empty chunk's header is never decoded
       absl::Status s =
           k->quantize_minmax(data.view(layout.begin(c), {len}), len, record(*send, layout, c, len));
@@ -55,13 +63,21 @@ absl::StatusOr<Tensor> quantize_chunks(const Tensor& data, const ChunkLayout& la
 absl::StatusOr<Tensor> reduce_own_chunk(const Tensor& received, const ChunkLayout& layout,
                                         int rank, DeviceKernels* k) {
   const int64_t len = layout.length(rank);
-  Tensor acc = Tensor::zeros({len}, DType::kFloat32);
-  if (k == nullptr) {
+  if (k == nullptr) {  // the sum in one pass, quantized as its average in two
+    std::vector<const uint8_t*> records(layout.world);
     for (int src = 0; src < layout.world; ++src) {
-      kernels::dequantize_add(bytes(received) + src * layout.record_bytes, len,
-                              acc.data_as<float>());
+      records[src] = bytes(received) + src * layout.record_bytes;
     }
-  } else if (len > 0) {
+    Tensor sum = Tensor::uninitialized({len}, DType::kFloat32);
+    kernels::dequantize_sum(records.data(), layout.world, len, sum.data_as<float>());
+    Tensor mine = Tensor::uninitialized({layout.record_bytes}, DType::kUInt8);
+    kernels::quantize_divided(sum.data_as<float>(), len, static_cast<float>(layout.world),
+                              bytes(mine));
+    zero_padding(bytes(mine), layout, len);
+    return mine;
+  }
+  Tensor acc = Tensor::zeros({len}, DType::kFloat32);
+  if (len > 0) {
     absl::StatusOr<Tensor> device_acc = Tensor::empty({len}, DType::kFloat32, received.device());
     if (!device_acc.ok()) return device_acc.status();
     if (absl::Status s = device_acc->copy_from(acc); !s.ok()) return s;
@@ -73,10 +89,9 @@ absl::StatusOr<Tensor> reduce_own_chunk(const Tensor& received, const ChunkLayou
     if (absl::Status s = k->synchronize(received.device()); !s.ok()) return s;
     if (absl::Status s = acc.copy_from(*device_acc); !s.ok()) return s;
   }
-  kernels::divide(acc.data_as<float>(), len, static_cast<float>(layout.world));
   Tensor mine = Tensor::zeros({layout.record_bytes}, DType::kUInt8);
-  kernels::quantize(acc.data_as<float>(), len, bytes(mine));
-  if (k == nullptr) return mine;
+  kernels::quantize_divided(acc.data_as<float>(), len, static_cast<float>(layout.world),
+                            bytes(mine));
   absl::StatusOr<Tensor> device_mine = Tensor::empty({layout.record_bytes}, DType::kUInt8,
                                                      received.device());
   if (!device_mine.ok()) return device_mine.status();
@@ -119,8 +134,8 @@ int64_t ChunkLayout::length(int c) const {
   return std::min(numel, (c + 1) * chunk) - begin(c);
 }
 
-Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout) {
-  return *quantize_chunks(data, layout, nullptr);
+Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout, float divisor) {
+  return *quantize_chunks(data, layout, nullptr, divisor);
 }
 
 Tensor bytegrad_average_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank) {

@@ -47,10 +47,12 @@ struct ChunkLayout {
 // either way.
 // The exchange's local steps on CPU buffers, for a caller that pipelines
 // several exchanges over one group and issues the collectives itself (the
-// hierarchical int8 hook): step 2's send buffer (one record per chunk), steps
-// 3-4 (this rank's chunk averaged over the received records and quantized
-// again: one record) and step 5 (every gathered record decoded into `data`).
-Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout);
+// hierarchical int8 hook): step 2's send buffer (one record per chunk of
+// data / divisor: the hierarchical hook quantizes the host's average
+// straight from its sum), steps 3-4 (this rank's chunk averaged over the
+// received records and quantized again: one record) and step 5 (every
+// gathered record decoded into `data`).
+Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout, float divisor = 1.0f);
 Tensor bytegrad_average_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank);
 void bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data);
 

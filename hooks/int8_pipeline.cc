@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "hooks/bytegrad.h"
-#include "hooks/kernels/cpu_kernels.h"
 #include "process_group/work.h"
 
 namespace ddpx {
@@ -16,7 +15,7 @@ constexpr char kAlgorithm[] = "int8 hook";
 // One piece of a bucket and its buffers.
 struct Piece {
   Tensor whole;  // the piece in the bucket (or its padded copy): L slices
-  Tensor mine;   // this rank's slice: the host's sum, then its average (what is quantized)
+  Tensor mine;   // this rank's slice: the host's sum (quantized as its average)
   ChunkLayout layout{0, 1};  // of `mine` over the hosts
   Tensor send, received, own, gathered;  // ByteGrad's records
   Tensor host_records;  // hierarchical: every local rank's `gathered`, in local rank order
@@ -171,10 +170,10 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
     if (local_ != nullptr) {
       absl::Status s = wait_step(q.scattered, kAlgorithm, "reduce-scatter inside the host");
       if (!s.ok()) return s;
-      kernels::divide(q.mine.data_as<float>(), q.mine.numel(), static_cast<float>(local_size));
     }
-    q.send = bytegrad_quantize(q.mine, q.layout);
-    q.received = Tensor::zeros({q.send.numel()}, DType::kUInt8);
+    // `mine` holds the host's sum; its records are of the average.
+    q.send = bytegrad_quantize(q.mine, q.layout, static_cast<float>(local_size));
+    q.received = Tensor::uninitialized({q.send.numel()}, DType::kUInt8);
     if (counter_ != nullptr) {
       const uint64_t all = q.send.nbytes(), one = q.layout.record_bytes;
       counter_->add_traffic(all + one, alltoall_wire_bytes(all, hosts) +
@@ -194,7 +193,7 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
       if (!s.ok()) return s;
     }
     q.own = bytegrad_average_own_chunk(q.received, q.layout, host);
-    q.gathered = Tensor::zeros({q.send.numel()}, DType::kUInt8);
+    q.gathered = Tensor::uninitialized({q.send.numel()}, DType::kUInt8);
     if (hosts == 1) {
       memcpy(q.gathered.data(), q.own.data(), q.own.nbytes());
       return absl::OkStatus();
@@ -213,7 +212,7 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
       bytegrad_decode(q.gathered, q.layout, q.mine);
       return absl::OkStatus();
     }
-    q.host_records = Tensor::zeros({local_size * q.gathered.numel()}, DType::kUInt8);
+    q.host_records = Tensor::uninitialized({local_size * q.gathered.numel()}, DType::kUInt8);
     if (counter_ != nullptr) {
       counter_->add_traffic(q.gathered.nbytes(),
                             allgather_wire_bytes(q.gathered.nbytes(), static_cast<int>(local_size)));

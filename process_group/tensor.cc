@@ -55,14 +55,14 @@ DeviceAllocator* device_allocator(Device::Type type) {
   return allocators()[static_cast<size_t>(type)];
 }
 
-Storage::Storage(size_t nbytes) : nbytes_(nbytes), device_(Device::cpu()) {
+Storage::Storage(size_t nbytes, bool zeroed) : nbytes_(nbytes), device_(Device::cpu()) {
   size_t rounded = (nbytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
   data_ = std::aligned_alloc(kCpuAlignment, rounded == 0 ? kCpuAlignment : rounded);
   if (data_ == nullptr) {
     fprintf(stderr, "ddpx: out of memory allocating %zu bytes\n", nbytes);
     abort();
   }
-  memset(data_, 0, nbytes);
+  if (zeroed) memset(data_, 0, nbytes);
 }
 
 Storage::Storage(void* data, size_t nbytes, Device device, bool owned)
@@ -113,6 +113,13 @@ Tensor Tensor::zeros(const Shape& shape, DType dtype) {
     if (d < 0) fail("zeros: negative dimension in shape " + shape_str(shape));
   size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
   return Tensor(std::make_shared<Storage>(nbytes), 0, shape, dtype);
+}
+
+Tensor Tensor::uninitialized(const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    if (d < 0) fail("uninitialized: negative dimension in shape " + shape_str(shape));
+  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
+  return Tensor(std::make_shared<Storage>(nbytes, /*zeroed=*/false), 0, shape, dtype);
 }
 
 absl::StatusOr<Tensor> Tensor::empty(const Shape& shape, DType dtype,

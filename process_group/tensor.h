@@ -43,8 +43,8 @@ DeviceAllocator* device_allocator(Device::Type type);  // null if none
 // Owns one allocation.
 class Storage {
  public:
-  // CPU storage, 64-byte aligned, zero-initialized.
-  explicit Storage(size_t nbytes);
+  // CPU storage, 64-byte aligned, zero-initialized unless `zeroed` is false.
+  explicit Storage(size_t nbytes, bool zeroed = true);
   // Memory of another device from its registered allocator.
   static absl::StatusOr<std::shared_ptr<Storage>> allocate(size_t nbytes,
                                                             Device device);
@@ -72,6 +72,10 @@ class Tensor {
 
   // Zero-filled CPU tensor.
   static Tensor zeros(const Shape& shape, DType dtype);
+  // CPU tensor whose contents are left as the allocator gives them: for a
+  // buffer that a kernel or collective fills entirely before it is read
+  // (filling megabytes with zeros first costs as much as the fill itself).
+  static Tensor uninitialized(const Shape& shape, DType dtype);
   // Uninitialized (zeroed on the CPU) tensor on any device.
   static absl::StatusOr<Tensor> empty(const Shape& shape, DType dtype,
                                       Device device);

@@ -69,9 +69,10 @@ DDPX_AVX2 inline __m256 maybe_divide(__m256 x, __m256 d, bool divide) {
   return divide ? _mm256_div_ps(x, d) : x;
 }
 
-// 8 quantization codes as int32 lanes.
-DDPX_AVX2 inline __m256i code8(const float* p, __m256 min, __m256 scale) {
-  __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(p), min), scale);
+// 8 quantization codes of p[i] (divided by `d` if `div`) as int32 lanes.
+DDPX_AVX2 inline __m256i code8(const float* p, __m256 d, bool div, __m256 min, __m256 scale) {
+  const __m256 x = maybe_divide(_mm256_loadu_ps(p), d, div);
+  __m256 v = _mm256_mul_ps(_mm256_sub_ps(x, min), scale);
   v = _mm256_max_ps(v, _mm256_setzero_ps());  // NaN in the first operand -> 0
   v = _mm256_min_ps(v, _mm256_set1_ps(255.0f));
   v = _mm256_round_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -189,22 +190,26 @@ DDPX_AVX2 void min_max(const float* src, int64_t n, float* min, float* max,
   *any_nan = tail_nan || _mm256_movemask_ps(nan) != 0;
 }
 
-DDPX_AVX2 void quantize_codes(const float* src, int64_t n, float min,
+DDPX_AVX2 void quantize_codes(const float* src, int64_t n, float divisor, float min,
                               float scale, uint8_t* codes) {
+  const bool div = divisor != 1.0f;
+  const __m256 d = _mm256_set1_ps(divisor);
   const __m256 vmin = _mm256_set1_ps(min);
   const __m256 vscale = _mm256_set1_ps(scale);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
   int64_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    __m256i a = code8(src + i, vmin, vscale), b = code8(src + i + 8, vmin, vscale);
-    __m256i c = code8(src + i + 16, vmin, vscale), d = code8(src + i + 24, vmin, vscale);
+    __m256i a = code8(src + i, d, div, vmin, vscale);
+    __m256i b = code8(src + i + 8, d, div, vmin, vscale);
+    __m256i c = code8(src + i + 16, d, div, vmin, vscale);
+    __m256i e = code8(src + i + 24, d, div, vmin, vscale);
     __m256i ab = _mm256_packs_epi32(a, b);
-    __m256i cd = _mm256_packs_epi32(c, d);
+    __m256i cd = _mm256_packs_epi32(c, e);
     __m256i bytes = _mm256_packus_epi16(ab, cd);
     bytes = _mm256_permutevar8x32_epi32(bytes, order);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(codes + i), bytes);
   }
-  scalar_path::quantize_codes(src + i, n - i, min, scale, codes + i);
+  scalar_path::quantize_codes(src + i, n - i, divisor, min, scale, codes + i);
 }
 
 DDPX_AVX2 void dequantize_codes(const uint8_t* codes, int64_t n, float min,

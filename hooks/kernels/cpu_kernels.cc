@@ -2,6 +2,7 @@
 // the quantization record's header, its scale and step, and NaN records.
 #include "hooks/kernels/cpu_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -123,11 +124,19 @@ MinMax min_max(const float* src, int64_t n, Isa isa) {
 }
 
 void quantize(const float* src, int64_t n, uint8_t* out, Isa isa) {
+  quantize_divided(src, n, 1.0f, out, isa);
+}
+
+void quantize_divided(const float* src, int64_t n, float divisor, uint8_t* out, Isa isa) {
   MinMax mm = min_max(src, n, isa);
+  // Rounding is monotonic, so the quotients' min and max are the min's and
+  // max's quotients (NaN stays NaN; the +0.0f of min_max already ran, and
+  // -0 / d is -0, so it runs again).
+  if (divisor != 1.0f) mm = {mm.min / divisor + 0.0f, mm.max / divisor + 0.0f};
   write_float(out, mm.min);
   write_float(out + 4, mm.max);
   if (n <= 0) return;
-  DDPX_DISPATCH(isa, quantize_codes, src, n, mm.min, scale_of(mm.min, mm.max),
+  DDPX_DISPATCH(isa, quantize_codes, src, n, divisor, mm.min, scale_of(mm.min, mm.max),
                 out + kQuantizedHeaderBytes);
 }
 
@@ -136,8 +145,9 @@ float quantization_step(const uint8_t* record) {
 }
 
 namespace {
-void decode(const uint8_t* record, int64_t n, float* dst, bool accumulate,
-            Isa isa) {
+// Decodes values [begin, begin + n) of a record into dst[0, n).
+void decode_part(const uint8_t* record, int64_t begin, int64_t n, float* dst, bool accumulate,
+                 Isa isa) {
   if (n <= 0) return;
   float min = read_float(record), max = read_float(record + 4);
   if (!finite_header(min, max)) {
@@ -145,8 +155,12 @@ void decode(const uint8_t* record, int64_t n, float* dst, bool accumulate,
     for (int64_t i = 0; i < n; ++i) dst[i] = nan;
     return;
   }
-  DDPX_DISPATCH(isa, dequantize_codes, record + kQuantizedHeaderBytes, n, min,
+  DDPX_DISPATCH(isa, dequantize_codes, record + kQuantizedHeaderBytes + begin, n, min,
                 step_of(min, max), dst, accumulate);
+}
+
+void decode(const uint8_t* record, int64_t n, float* dst, bool accumulate, Isa isa) {
+  decode_part(record, 0, n, dst, accumulate, isa);
 }
 }  // namespace
 
@@ -156,6 +170,21 @@ void dequantize(const uint8_t* record, int64_t n, float* dst, Isa isa) {
 
 void dequantize_add(const uint8_t* record, int64_t n, float* acc, Isa isa) {
   decode(record, n, acc, /*accumulate=*/true, isa);
+}
+
+void dequantize_sum(const uint8_t* const* records, int count, int64_t n, float* dst, Isa isa) {
+  // Block by block, so that each block of dst stays in L1 while every
+  // record adds into it: dst is written to memory once. The first record
+  // is stored, not added to zero: a decoded value is never -0 (code * step
+  // is +0 or more, and min is stored as +0), so 0 + x is x bit for bit.
+  constexpr int64_t kBlock = 2048;
+  for (int64_t begin = 0; begin < n; begin += kBlock) {
+    const int64_t len = std::min(kBlock, n - begin);
+    for (int r = 0; r < count; ++r) {
+      decode_part(records[r], begin, len, dst + begin, /*accumulate=*/r > 0, isa);
+    }
+  }
+  if (count == 0) std::fill(dst, dst + n, 0.0f);
 }
 
 }  // namespace kernels

@@ -86,12 +86,22 @@ struct MinMax {
 MinMax min_max(const float* src, int64_t n, Isa isa = best_isa());
 // Writes the record of src[0..n) into out[0 .. quantized_record_bytes(n)).
 void quantize(const float* src, int64_t n, uint8_t* out, Isa isa = best_isa());
+// The record of src[i] / divisor (divisor > 0), the same bytes as divide()
+// then quantize() without writing the quotients: an average is quantized
+// straight from its sum.
+void quantize_divided(const float* src, int64_t n, float divisor, uint8_t* out,
+                      Isa isa = best_isa());
 // Decodes a record of n values into dst.
 void dequantize(const uint8_t* record, int64_t n, float* dst,
                 Isa isa = best_isa());
 // acc[i] = acc[i] + decoded[i]: summing many ranks' records without a
 // temporary.
 void dequantize_add(const uint8_t* record, int64_t n, float* acc,
+                    Isa isa = best_isa());
+// dst[i] = the sum of `count` records' decoded values, added in record order:
+// the same bits as zeroing dst and calling dequantize_add for each record,
+// with dst written once instead of count + 1 times.
+void dequantize_sum(const uint8_t* const* records, int count, int64_t n, float* dst,
                     Isa isa = best_isa());
 // The step of a record (its largest decode error is half of it).
 float quantization_step(const uint8_t* record);

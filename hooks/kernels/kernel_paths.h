@@ -23,8 +23,9 @@ namespace kernels {
   /* min/max before canonicalization; any_nan set if an element is NaN. */  \
   void min_max(const float* src, int64_t n, float* min, float* max,          \
                bool* any_nan);                                               \
-  void quantize_codes(const float* src, int64_t n, float min, float scale,   \
-                      uint8_t* codes);                                       \
+  /* codes of src[i] / divisor (no division when divisor is 1). */          \
+  void quantize_codes(const float* src, int64_t n, float divisor, float min, \
+                      float scale, uint8_t* codes);                          \
   /* accumulate: dst += decoded instead of dst = decoded. */                 \
   void dequantize_codes(const uint8_t* codes, int64_t n, float min,          \
                         float step, float* dst, bool accumulate);

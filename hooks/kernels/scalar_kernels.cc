@@ -58,10 +58,12 @@ void min_max(const float* src, int64_t n, float* min, float* max,
   *any_nan = nan;
 }
 
-void quantize_codes(const float* src, int64_t n, float min, float scale,
+void quantize_codes(const float* src, int64_t n, float divisor, float min, float scale,
                     uint8_t* codes) {
+  const bool div = divisor != 1.0f;
   for (int64_t i = 0; i < n; ++i) {
-    float v = (src[i] - min) * scale;
+    const float x = div ? src[i] / divisor : src[i];
+    float v = (x - min) * scale;
     if (!(v > 0.0f)) v = 0.0f;  // also maps NaN to 0
     if (v > 255.0f) v = 255.0f;
     codes[i] = static_cast<uint8_t>(std::nearbyint(v));

@@ -279,9 +279,15 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
     return absl::OkStatus();
   }
   const Clock::time_point start = shared_cpu ? Clock::now() : spin.start();
-  while (Clock::now() - start < policy_.yield) {
+  for (Clock::time_point now = Clock::now(); now - start < policy_.yield;) {
     if (reached(peer, step)) return absl::OkStatus();
     sched_yield();
+    const Clock::time_point before = now;
+    now = Clock::now();
+    if (now - before >= policy_.contended_yield) {
+      if (reached(peer, step)) return absl::OkStatus();
+      break;
+    }
   }
   if (absl::Status s = give_up_if_abandoned(peer, step, deadline); !s.ok()) return s;
   std::atomic<uint32_t>& signal = controls_[peer]->signal.value;

@@ -72,10 +72,14 @@ class Deadline {
 
 // How long a waiter spins, then yields, before it sleeps on the futex.
 // With more ranks than cores a spinning waiter takes the core the peer it
-// waits for needs, so it spins briefly and yields at once.
+// waits for needs, so it spins briefly and yields at once. A yield that
+// kept the waiter off its CPU for `contended_yield` or more means other
+// threads (of any process: virtual hosts share the CPUs) wanted that CPU:
+// further yields would only take time from them, so the waiter sleeps.
 struct WaitPolicy {
   std::chrono::nanoseconds spin{5'000};
   std::chrono::nanoseconds yield{1'000'000};
+  std::chrono::nanoseconds contended_yield{20'000};
   // Whether a waiter that keeps finding its peer on its own CPU moves itself
   // off it (cpu_sharing.h): only where the host has a CPU for every rank.
   bool move_off_shared_cpu = true;

@@ -274,6 +274,74 @@ TEST(Int8Quantize, NonFiniteChunkDecodesToNaN) {
   }
 }
 
+// The average's record straight from the sum: the same bytes as dividing
+// first, for values that stress the division (zeros of both signs,
+// subnormals, infinities, NaN) and every tail length of the vector loop.
+TEST(Int8Quantize, QuantizeDividedWritesTheRecordOfTheDividedValues) {
+  std::vector<float> pool = tricky_floats();
+  std::mt19937 rng(11);
+  for (Isa isa : {kScalar, kAvx2}) {
+    if (!isa_supported(isa)) continue;
+    for (float divisor : {1.0f, 2.0f, 3.0f, 6.0f, 0.5f}) {
+      for (int64_t n : {1, 7, 31, 32, 33, 65, 1000, 4099}) {
+        for (int trial = 0; trial < 6; ++trial) {
+          std::vector<float> x(n);
+          std::normal_distribution<float> normal(0.0f, 1e-3f);
+          for (auto& v : x) v = normal(rng);
+          // Trial 0: normal values only; later ones mix in tricky values
+          // (the last ones: finite tricky values only, so codes matter).
+          if (trial > 0) {
+            for (int k = 0; k < 3; ++k) {
+              float t = pool[rng() % pool.size()];
+              if (trial >= 4 && !std::isfinite(t)) t = -0.0f;
+              x[rng() % n] = t;
+            }
+          }
+          std::vector<float> divided = x;
+          divide(divided.data(), n, divisor, kScalar);
+          const std::vector<uint8_t> want = quantized(divided, kScalar);
+          std::vector<uint8_t> got(want.size());
+          quantize_divided(x.data(), n, divisor, got.data(), isa);
+          ASSERT_EQ(want, got) << isa_name(isa) << " n=" << n << " divisor=" << divisor
+                               << " trial=" << trial;
+        }
+      }
+    }
+  }
+}
+
+// Summing records block by block gives the bits of zero + each record in
+// turn, over block boundaries and with a NaN record among them.
+TEST(Int8Quantize, DequantizeSumEqualsAddingEachRecordToZero) {
+  std::mt19937 rng(13);
+  for (Isa isa : {kScalar, kAvx2}) {
+    if (!isa_supported(isa)) continue;
+    for (int count : {1, 2, 3, 6}) {
+      for (int64_t n : {1, 9, 2047, 2048, 2049, 5000}) {
+        for (bool with_nan : {false, true}) {
+          std::vector<std::vector<uint8_t>> records;
+          std::vector<const uint8_t*> pointers;
+          for (int r = 0; r < count; ++r) {
+            std::normal_distribution<float> normal(0.1f * r, 1.0f + r);
+            std::vector<float> x(n);
+            for (auto& v : x) v = normal(rng);
+            if (with_nan && r == count - 1) x[n / 2] = std::numeric_limits<float>::quiet_NaN();
+            records.push_back(quantized(x, kScalar));
+          }
+          for (const auto& r : records) pointers.push_back(r.data());
+          std::vector<float> want(n, 0.0f), got(n, 42.0f);
+          for (const auto& r : records) dequantize_add(r.data(), n, want.data(), kScalar);
+          dequantize_sum(pointers.data(), count, n, got.data(), isa);
+          for (int64_t i = 0; i < n; ++i) {
+            ASSERT_EQ(bits_of(want[i]), bits_of(got[i]))
+                << isa_name(isa) << " count=" << count << " n=" << n << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
 TEST(Int8Quantize, EmptyChunkWritesOnlyTheHeader) {
   uint8_t r[8];
   quantize(nullptr, 0, r, kScalar);
