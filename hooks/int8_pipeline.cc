@@ -117,6 +117,7 @@ void Int8Pipeline::loop(const std::shared_ptr<Queue>& queue) {
 
 absl::Status Int8Pipeline::average(const Tensor& data) {
   const int64_t local_size = local_ != nullptr ? local_->size() : 1;
+  const int64_t local_rank = local_ != nullptr ? local_->rank() : 0;
   const int hosts = cross_->size();
   const int host = cross_->rank();
   const int64_t n = data.numel();
@@ -202,7 +203,11 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
     return absl::OkStatus();
   };
   // Stage C: the averaged slice's records allgathered inside the host (a
-  // quarter of the float32 slice's bytes); flat mode decodes here.
+  // quarter of the float32 slice's bytes); flat mode decodes here. While
+  // that allgather runs, this rank decodes its own slice from the records
+  // it already has, so that only the other slices wait for the allgather
+  // (for the last pieces, that is the pipeline's tail after the link is
+  // done).
   auto gather_records = [&](Piece& q) -> absl::Status {
     if (q.shared != nullptr) {
       absl::Status s = wait_step(q.shared, kAlgorithm, "allgather across hosts");
@@ -218,16 +223,19 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
                             allgather_wire_bytes(q.gathered.nbytes(), static_cast<int>(local_size)));
     }
     q.gathered_locally = local_->allgather_into_tensor(q.host_records, q.gathered);
+    const int64_t slice = q.mine.numel();
+    bytegrad_decode(q.gathered, q.layout, q.whole.view(local_rank * slice, {slice}));
     return absl::OkStatus();
   };
-  // Stage D (hierarchical): every local rank's slice decoded into the piece;
-  // the same bytes decode to the same bits on every rank.
+  // Stage D (hierarchical): the other local ranks' slices decoded into the
+  // piece; the same bytes decode to the same bits on every rank.
   auto decode_host = [&](Piece& q) -> absl::Status {
     absl::Status s = wait_step(q.gathered_locally, kAlgorithm, "allgather inside the host");
     if (!s.ok()) return s;
     const int64_t slice = q.mine.numel();
     const int64_t records = q.gathered.numel();
     for (int64_t j = 0; j < local_size; ++j) {
+      if (j == local_rank) continue;
       bytegrad_decode(q.host_records.view(j * records, {records}), q.layout,
                       q.whole.view(j * slice, {slice}));
     }
