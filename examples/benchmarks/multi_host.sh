@@ -52,6 +52,10 @@
 # Picture: $OUT/multi_host.png (gnuplot): bytes per step through the busiest
 # host link and step time, per scheme and topology.
 # Last line: RESULT key=value ... (see the keys in the summary below).
+# With FLOOR=1 (the default) each topology also runs int8_hier with links at
+# FLOOR_RATE (100gbit): its CPU-bound time. hier_int8_floor_vs_flat_int8_<t>
+# is the larger of that and its bytes' wire time at RATE, over flat int8's
+# time: how low hier_int8_comm_vs_flat_int8 could go on this machine.
 # Environment: RATE (1gbit), TOPOLOGIES ("2x2 3x2"), SCHEMES, LONG (40),
 # SHORT (20), SKIP (12 steps left out of the medians), HIDDEN (2048,2048),
 # BATCH (64), TRAIN, OUT, ACCURACY=1 (also one full epoch per scheme on the
@@ -66,6 +70,8 @@ SHORT=${SHORT:-20}
 SKIP=${SKIP:-12}
 HIDDEN=${HIDDEN:-2048,2048}
 BATCH=${BATCH:-64}
+FLOOR=${FLOOR:-1}
+FLOOR_RATE=${FLOOR_RATE:-100gbit}
 psgd_start=10  # the timed runs' (see above); the epoch run sets its own
 
 die() { echo "multi_host: $*" >&2; exit 1; }
@@ -124,6 +130,8 @@ echo "multi_host: MLP 784-$HIDDEN-10, batch $BATCH per rank, links $RATE, runs o
      "$LONG steps; out $OUT; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 summary=$OUT/summary.tsv
 : >"$summary"
+floor=$OUT/floor.tsv
+: >"$floor"
 for topo in $TOPOLOGIES; do
   hosts=${topo%x*}
   per=${topo#*x}
@@ -152,6 +160,18 @@ print(topo, scheme, step, float(transfer), *per_step, sep="\t")
 PY
     tail -1 "$summary" | awk -F'\t' '{ printf "%s %-10s step %7.1f ms  comm %7.1f ms  uplink MB/step:", $1, $2, 1000*$3, 1000*$4; for (i = 5; i <= NF; i++) printf " %.2f", $i / 1e6; print "" }'
   done
+  # The hierarchical int8 hook's CPU-bound time: the same job with links
+  # FLOOR_RATE fast, where the wire costs next to nothing. Its time at RATE
+  # cannot be under this or under its bytes' wire time.
+  if [ "$FLOOR" = 1 ] && [[ " $SCHEMES " == *" int8_hier "* ]]; then
+    "$vc" down --name=$NAME >/dev/null 2>&1 || true
+    "$vc" up --hosts="$hosts" --rate="$FLOOR_RATE" --name=$NAME >/dev/null
+    run_job "$hosts" "$per" int8_hier "$LONG" "${topo}_int8_hier_floor"
+    read -r _ transfer _ < <(python3 "$comm_time" "$OUT/${topo}_int8_hier_floor.trace" \
+      "$((hosts * per))" "$SKIP")
+    printf "%s\t%s\n" "$topo" "$transfer" >>"$floor"
+    echo "$topo int8_hier  comm ${transfer}s with links at $FLOOR_RATE (its CPU-bound time)"
+  fi
 done
 
 accuracy=$OUT/accuracy.tsv
@@ -214,15 +234,15 @@ else
 fi
 
 model_bytes=$(sed -n 's/.*(\([0-9]*\) parameters).*/\1/p' "$OUT"/*.rank0.log | head -1)
-python3 - "$summary" "$accuracy" "$((model_bytes * 4))" "$RATE" <<'PY'
+python3 - "$summary" "$accuracy" "$((model_bytes * 4))" "$RATE" "$floor" <<'PY'
 import collections, re, sys
-summary, accuracy, M, rate = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+summary, accuracy, M, rate, floor = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
 m = re.fullmatch(r"([0-9.]+)([kmg]?)bit", rate)
 link = float(m.group(1)) * {"": 1, "k": 1e3, "m": 1e6, "g": 1e9}[m.group(2)] / 8  # bytes/s
 rows = [line.rstrip("\n").split("\t") for line in open(summary) if line.strip()]
 res = collections.OrderedDict()
 worst_ideal, worst_wire = 0.0, 0.0
-comm = {}
+comm, wire_time = {}, {}
 print(f"\nM = {M / 1e6:.2f} MB of float32 gradients; link {rate}")
 print(f"{'topology':8} {'scheme':10} {'step ms':>8} {'comm ms':>8} {'busiest MB':>10} {'ideal MB':>9} {'/ideal':>7} {'/bound':>7} {'comm/wire':>9}")
 for topo, scheme, step, transfer, *uplinks in rows:
@@ -244,6 +264,7 @@ for topo, scheme, step, transfer, *uplinks in rows:
     wire = up / link
     key = f"{topo}_{scheme}"
     comm[key] = float(transfer)
+    wire_time[key] = wire
     ratio = up / ideal if ideal else float("nan")
     print(f"{topo:8} {scheme:10} {1e3 * float(step):8.1f} {1e3 * float(transfer):8.1f} {up / 1e6:10.2f} "
           f"{(ideal or 0) / 1e6:9.2f} {ratio:7.3f} {up / B:7.3f} {float(transfer) / wire:9.2f}")
@@ -273,6 +294,14 @@ for t in sorted({k.split("_")[0] for k in comm}):
     for s in ("powersgd2", "allreduce"):
         if f"{t}_{s}" in comm:
             res[f"{'powersgd' if s == 'powersgd2' else s}_comm_ms_{t}"] = 1e3 * comm[f"{t}_{s}"]
+# The floor of hierarchical int8's time: its bytes' wire time or its
+# CPU-bound time, whichever is longer; over flat int8's time.
+for line in open(floor):
+    t, cpu_only = line.split()
+    if f"{t}_int8_hier" in comm and f"{t}_int8" in comm:
+        res[f"hier_int8_cpu_only_ms_{t}"] = 1e3 * float(cpu_only)
+        res[f"hier_int8_floor_vs_flat_int8_{t}"] = (
+            max(float(cpu_only), wire_time[f"{t}_int8_hier"]) / comm[f"{t}_int8"])
 names = {"allreduce": "allreduce", "two_level": "hier_allreduce", "fp16": "fp16", "int8": "int8",
          "int8_hier": "hier_int8", "powersgd2": "powersgd2"}
 for line in open(accuracy):
