@@ -11,11 +11,14 @@
 # both alike; medians over every step after WARMUP of every round. A step is
 # the same work on both sides: gather the batch, zero the grads, forward,
 # loss, backward with DDP (bucketed, overlapped communication), SGD step.
-# Floor: the same steps with one rank each (allreduce hook, the threads a
-# rank has in the 2-rank runs), alternating in the same rounds: a group of
-# one has no peer to talk to, so this ratio is what libtorch saves over the
-# Python interpreter on this step without any communication, the bound of
-# what ddpx's DDP can reach in the 2-rank ratio.
+# Floor: the same steps without communication, in the same rounds: NPROC
+# one-rank jobs at once per side (allreduce hook, the threads a rank has in
+# the 2-rank runs), so the CPUs and memory are shared as in the 2-rank runs
+# but no rank has a peer to talk to. no_comm_step_vs_python compares the two
+# sides' compute alone (libtorch against the same kernels under the Python
+# interpreter); floor_vs_python is ddpx's no-communication step over Python
+# DDP's 2-rank step: the libtorch_step_vs_python ddpx would reach if its DDP
+# cost nothing, not even the wait for the slower rank at each sync.
 # Accuracy: each side trains ACC_EPOCHS epochs (3) with ACC_HOOK
 # (allreduce) and the same cosine schedule; test accuracy at the end (0
 # skips this part: "-" in the RESULT line). Data order differs (ddpx's
@@ -23,7 +26,8 @@
 # Last line:
 #   RESULT libtorch_step_vs_python=<ddpx/torch, allreduce>
 #          powersgd_step_vs_python=<ddpx/torch, PowerSGD>
-#          single_rank_step_vs_python=<ddpx/torch, 1 rank: the floor>
+#          no_comm_step_vs_python=<ddpx/torch, NPROC one-rank jobs at once>
+#          floor_vs_python=<ddpx no-comm / torch allreduce>
 #          cnn_test_acc=<ddpx %> python_test_acc=<torch %> ...
 # Environment: TORCH_TRAIN, NPROC (2), WIDTH (16), BATCH (64), THREADS (0:
 # cores / ranks), PSGD (powersgd:rank=2,start_iter=10), ROUNDS (3), STEPS
@@ -73,6 +77,27 @@ run_pair() {  # run_pair TAG HOOK EXTRA...
     { tail "$OUT/torch_$tag.log"; die "python run $tag failed"; }
 }
 
+run_alone_pair() {  # run_alone_pair TAG THREADS EXTRA...: NPROC one-rank jobs at once, each side
+  local tag=$1 threads=$2 k pids
+  shift 2
+  echo "== $tag: $NPROC one-rank libtorch + ddpx jobs at once (load $(cut -d' ' -f1 /proc/loadavg))"
+  pids=()
+  for k in $(seq 1 "$NPROC"); do
+    nice -n "$NICE" "$TORCH_TRAIN" "${common[@]}" --nproc=1 --threads="$threads" "$@" \
+      --metrics_out="$OUT/ddpx_${tag}_$k.jsonl" >"$OUT/ddpx_${tag}_$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for k in "${!pids[@]}"; do wait "${pids[$k]}" || die "libtorch run $tag (job $((k + 1))) failed"; done
+  echo "== $tag: $NPROC one-rank python torch jobs at once (load $(cut -d' ' -f1 /proc/loadavg))"
+  pids=()
+  for k in $(seq 1 "$NPROC"); do
+    nice -n "$NICE" python3 "$PY_SCRIPT" "${common[@]}" --nproc=1 --threads="$threads" "$@" \
+      --metrics_out="$OUT/torch_${tag}_$k.jsonl" >"$OUT/torch_${tag}_$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for k in "${!pids[@]}"; do wait "${pids[$k]}" || die "python run $tag (job $((k + 1))) failed"; done
+}
+
 echo "torch_step_vs_python: ResidualCNN(width $WIDTH), $NPROC ranks x batch $BATCH," \
      "threads/rank $THREADS (0: cores/ranks), $ROUNDS rounds x $STEPS steps per hook," \
      "accuracy after $ACC_EPOCHS epochs with $ACC_HOOK; load average $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -82,27 +107,29 @@ rank_threads=$THREADS
 for round in $(seq 1 "$ROUNDS"); do
   run_pair "allreduce_$round" allreduce --max_steps="$STEPS" --epochs=1 --log_every=1000
   run_pair "powersgd_$round" "$PSGD" --max_steps="$STEPS" --epochs=1 --log_every=1000
-  run_pair "single_$round" allreduce --nproc=1 --threads="$rank_threads" \
+  run_alone_pair "nocomm_$round" "$rank_threads" --hook=allreduce \
     --max_steps="$STEPS" --epochs=1 --log_every=1000
 done
 if [ "$ACC_EPOCHS" -gt 0 ]; then
   run_pair accuracy "$ACC_HOOK" --epochs="$ACC_EPOCHS" --log_every=100
 fi
 
-python3 - "$OUT" "$ROUNDS" "$WARMUP" "$ACC_EPOCHS" <<'PY'
+python3 - "$OUT" "$ROUNDS" "$WARMUP" "$ACC_EPOCHS" "$NPROC" <<'PY'
 import json, statistics, sys
-out, rounds, warmup, acc_epochs = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+out, rounds, warmup, acc_epochs, nproc = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
 
 def lines(path):
     return [json.loads(l) for l in open(path)]
 
-ratio = {}
-for hook in ("allreduce", "powersgd", "single"):
+ratio, medians = {}, {}
+for hook in ("allreduce", "powersgd", "nocomm"):
     med = {}
     for impl in ("ddpx", "torch"):
         pooled, per_round = [], []
         for r in range(1, rounds + 1):
-            t = [x["step_time_s"] for x in lines(f"{out}/{impl}_{hook}_{r}.jsonl")
+            files = ([f"{out}/{impl}_{hook}_{r}_{k}.jsonl" for k in range(1, nproc + 1)]
+                     if hook == "nocomm" else [f"{out}/{impl}_{hook}_{r}.jsonl"])
+            t = [x["step_time_s"] for f in files for x in lines(f)
                  if x["type"] == "step" and x["step"] > warmup]
             per_round.append(1e3 * statistics.median(t))
             pooled += t
@@ -111,6 +138,7 @@ for hook in ("allreduce", "powersgd", "single"):
               f"median step {med[impl]:7.2f} ms; per round: "
               + ", ".join(f"{m:.2f}" for m in per_round))
     ratio[hook] = med["ddpx"] / med["torch"]
+    medians[hook] = med
 acc = {}
 if acc_epochs > 0:
     for impl in ("ddpx", "torch"):
@@ -123,7 +151,8 @@ with open("/proc/loadavg") as f:
 fmt = lambda k: f"{acc[k]:.2f}" if k in acc else "-"
 print(f"RESULT libtorch_step_vs_python={ratio['allreduce']:.3f} "
       f"powersgd_step_vs_python={ratio['powersgd']:.3f} "
-      f"single_rank_step_vs_python={ratio['single']:.3f} "
+      f"no_comm_step_vs_python={ratio['nocomm']:.3f} "
+      f"floor_vs_python={medians['nocomm']['ddpx'] / medians['allreduce']['torch']:.3f} "
       f"cnn_test_acc={fmt('ddpx')} python_test_acc={fmt('torch')} "
       f"acc_epochs={acc_epochs} load={load}")
 PY
