@@ -108,18 +108,19 @@ void Tensor::fail(const std::string& message) {
   abort();
 }
 
-Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+Tensor Tensor::cpu(const char* what, const Shape& shape, DType dtype, bool zeroed) {
   for (int64_t d : shape)
-    if (d < 0) fail("zeros: negative dimension in shape " + shape_str(shape));
+    if (d < 0) fail(std::string(what) + ": negative dimension in shape " + shape_str(shape));
   size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  return Tensor(std::make_shared<Storage>(nbytes), 0, shape, dtype);
+  return Tensor(std::make_shared<Storage>(nbytes, zeroed), 0, shape, dtype);
+}
+
+Tensor Tensor::zeros(const Shape& shape, DType dtype) {
+  return cpu("zeros", shape, dtype, /*zeroed=*/true);
 }
 
 Tensor Tensor::uninitialized(const Shape& shape, DType dtype) {
-  for (int64_t d : shape)
-    if (d < 0) fail("uninitialized: negative dimension in shape " + shape_str(shape));
-  size_t nbytes = static_cast<size_t>(shape_numel(shape)) * dtype_size(dtype);
-  return Tensor(std::make_shared<Storage>(nbytes, /*zeroed=*/false), 0, shape, dtype);
+  return cpu("uninitialized", shape, dtype, /*zeroed=*/false);
 }
 
 absl::StatusOr<Tensor> Tensor::empty(const Shape& shape, DType dtype,

@@ -134,6 +134,8 @@ class Tensor {
   Tensor(std::shared_ptr<Storage> storage, int64_t offset, Shape shape,
          DType dtype);
   [[noreturn]] static void fail(const std::string& message);
+  // zeros() and uninitialized(); `what` names the caller in the error.
+  static Tensor cpu(const char* what, const Shape& shape, DType dtype, bool zeroed);
 
   std::shared_ptr<Storage> storage_;
   int64_t offset_ = 0;
