@@ -77,25 +77,25 @@ run_pair() {  # run_pair TAG HOOK EXTRA...
     { tail "$OUT/torch_$tag.log"; die "python run $tag failed"; }
 }
 
+jobs_at_once() {  # jobs_at_once LABEL PREFIX CMD...: NPROC copies of CMD at once; copy k logs to PREFIX_k
+  local label=$1 prefix=$2 k pids=()
+  shift 2
+  for k in $(seq 1 "$NPROC"); do
+    nice -n "$NICE" "$@" --metrics_out="${prefix}_$k.jsonl" >"${prefix}_$k.log" 2>&1 &
+    pids+=($!)
+  done
+  for k in "${!pids[@]}"; do wait "${pids[$k]}" || die "$label (job $((k + 1))) failed"; done
+}
+
 run_alone_pair() {  # run_alone_pair TAG THREADS EXTRA...: NPROC one-rank jobs at once, each side
-  local tag=$1 threads=$2 k pids
+  local tag=$1 threads=$2
   shift 2
   echo "== $tag: $NPROC one-rank libtorch + ddpx jobs at once (load $(cut -d' ' -f1 /proc/loadavg))"
-  pids=()
-  for k in $(seq 1 "$NPROC"); do
-    nice -n "$NICE" "$TORCH_TRAIN" "${common[@]}" --nproc=1 --threads="$threads" "$@" \
-      --metrics_out="$OUT/ddpx_${tag}_$k.jsonl" >"$OUT/ddpx_${tag}_$k.log" 2>&1 &
-    pids+=($!)
-  done
-  for k in "${!pids[@]}"; do wait "${pids[$k]}" || die "libtorch run $tag (job $((k + 1))) failed"; done
+  jobs_at_once "libtorch run $tag" "$OUT/ddpx_$tag" \
+    "$TORCH_TRAIN" "${common[@]}" --nproc=1 --threads="$threads" "$@"
   echo "== $tag: $NPROC one-rank python torch jobs at once (load $(cut -d' ' -f1 /proc/loadavg))"
-  pids=()
-  for k in $(seq 1 "$NPROC"); do
-    nice -n "$NICE" python3 "$PY_SCRIPT" "${common[@]}" --nproc=1 --threads="$threads" "$@" \
-      --metrics_out="$OUT/torch_${tag}_$k.jsonl" >"$OUT/torch_${tag}_$k.log" 2>&1 &
-    pids+=($!)
-  done
-  for k in "${!pids[@]}"; do wait "${pids[$k]}" || die "python run $tag (job $((k + 1))) failed"; done
+  jobs_at_once "python run $tag" "$OUT/torch_$tag" \
+    python3 "$PY_SCRIPT" "${common[@]}" --nproc=1 --threads="$threads" "$@"
 }
 
 echo "torch_step_vs_python: ResidualCNN(width $WIDTH), $NPROC ranks x batch $BATCH," \
