@@ -128,15 +128,20 @@ class CompressWrapper : public CountingHook {
 
 class NoopHook : public CountingHook {
  public:
+  // `pg` null: no communication at all; else every bucket waits at a barrier.
+  explicit NoopHook(std::shared_ptr<ProcessGroup> pg) : pg_(std::move(pg)) {}
   std::string name() const override { return "noop"; }
   HookStats stats() const override { return counter_.snapshot(); }
   bool issues_collectives_after_run() const override { return false; }
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     counter_.add_call(bucket.buffer().nbytes(), 0);
-    return Future<Tensor>::ready(bucket.buffer());
+    if (pg_ == nullptr) return Future<Tensor>::ready(bucket.buffer());
+    Tensor buffer = bucket.buffer();
+    return pg_->barrier()->get_future()->then([buffer](TensorList&) { return buffer; });
   }
 
  private:
+  std::shared_ptr<ProcessGroup> pg_;
   HookStatsCounter counter_;
 };
 
@@ -178,6 +183,9 @@ std::unique_ptr<CountingHook> fp16_compress_wrapper(std::unique_ptr<CommHook> ho
 std::unique_ptr<CountingHook> bf16_compress_wrapper(std::unique_ptr<CommHook> hook) {
   return std::make_unique<CompressWrapper>(std::move(hook), DType::kBFloat16);
 }
-std::unique_ptr<CountingHook> make_noop_hook() { return std::make_unique<NoopHook>(); }
+std::unique_ptr<CountingHook> make_noop_hook() { return std::make_unique<NoopHook>(nullptr); }
+std::unique_ptr<CountingHook> make_synchronizing_noop_hook(std::shared_ptr<ProcessGroup> pg) {
+  return std::make_unique<NoopHook>(std::move(pg));
+}
 
 }  // namespace ddpx

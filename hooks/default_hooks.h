@@ -15,6 +15,10 @@
 //              fp16_compress_wrapper(allreduce) is torch's fp16 hook exactly).
 //   noop       returns the buffer untouched, no communication: measures the
 //              cost of everything around the hook.
+//   noop:sync=1 (make_synchronizing_noop_hook) the same, but each bucket's
+//              future completes when every rank has reached it (a barrier):
+//              DDP's synchronization without its data, so a step measures
+//              the wait for the slowest rank that no exchange can avoid.
 //
 // Every hook's future holds the bucket's buffer itself, averaged in place.
 #ifndef DDPX_HOOKS_DEFAULT_HOOKS_H_
@@ -42,6 +46,7 @@ std::unique_ptr<CountingHook> make_bf16_compress_hook(std::shared_ptr<ProcessGro
 std::unique_ptr<CountingHook> fp16_compress_wrapper(std::unique_ptr<CommHook> hook);
 std::unique_ptr<CountingHook> bf16_compress_wrapper(std::unique_ptr<CommHook> hook);
 std::unique_ptr<CountingHook> make_noop_hook();
+std::unique_ptr<CountingHook> make_synchronizing_noop_hook(std::shared_ptr<ProcessGroup> pg);
 
 }  // namespace ddpx
 

@@ -37,12 +37,29 @@ HookFactory plain(std::string name, Make make) {
   };
 }
 
-absl::StatusOr<bool> parse_bool(const std::string& key, const std::string& value) {
+absl::StatusOr<bool> parse_bool(const std::string& hook, const std::string& key,
+                                const std::string& value) {
   bool b;
   if (value == "1" || value == "0") return value == "1";
   if (absl::SimpleAtob(value, &b)) return b;
   return absl::InvalidArgumentError(
-      absl::StrCat("int8 hook: option ", key, "='", value, "' is not a boolean (0/1)"));
+      absl::StrCat(hook, " hook: option ", key, "='", value, "' is not a boolean (0/1)"));
+}
+
+absl::StatusOr<std::unique_ptr<CommHook>> make_noop(std::shared_ptr<ProcessGroup> pg,
+                                                    const Options& options) {
+  bool sync = false;
+  for (const auto& [key, value] : options) {
+    if (key != "sync") {
+      return absl::InvalidArgumentError(
+          absl::StrCat("noop hook: unknown option '", key, "' (known: sync)"));
+    }
+    absl::StatusOr<bool> b = parse_bool("noop", key, value);
+    if (!b.ok()) return b.status();
+    sync = *b;
+  }
+  if (sync) return std::unique_ptr<CommHook>(make_synchronizing_noop_hook(std::move(pg)));
+  return std::unique_ptr<CommHook>(make_noop_hook());
 }
 
 absl::StatusOr<std::unique_ptr<CommHook>> make_int8(std::shared_ptr<ProcessGroup> pg,
@@ -50,7 +67,7 @@ absl::StatusOr<std::unique_ptr<CommHook>> make_int8(std::shared_ptr<ProcessGroup
   Int8HookOptions o;
   for (const auto& [key, value] : options) {
     if (key == "hierarchical") {
-      absl::StatusOr<bool> b = parse_bool(key, value);
+      absl::StatusOr<bool> b = parse_bool("int8", key, value);
       if (!b.ok()) return b.status();
       o.hierarchical = *b;
     } else if (key == "local_size") {
@@ -77,7 +94,7 @@ const std::map<std::string, HookFactory>& hooks() {
       {"allreduce", plain("allreduce", make_allreduce_hook)},
       {"fp16", plain("fp16", make_fp16_compress_hook)},
       {"bf16", plain("bf16", make_bf16_compress_hook)},
-      {"noop", plain("noop", [](std::shared_ptr<ProcessGroup>) { return make_noop_hook(); })},
+      {"noop", make_noop},
       {"int8", make_int8},
       {"powersgd",
        [](std::shared_ptr<ProcessGroup> pg, const Options& o) {

@@ -19,6 +19,11 @@
 # interpreter); floor_vs_python is ddpx's no-communication step over Python
 # DDP's 2-rank step: the libtorch_step_vs_python ddpx would reach if its DDP
 # cost nothing, not even the wait for the slower rank at each sync.
+# Synchronous floor, in the same rounds: ddpx's 2-rank job with the
+# noop:sync=1 hook (each bucket waits at a barrier, no data moves), so the
+# ranks wait for the slower one at every step as with any synchronous DDP;
+# sync_floor_vs_python is its step over Python DDP's, what ddpx would reach
+# if its collectives cost no more than that barrier.
 # Accuracy: each side trains ACC_EPOCHS epochs (3) with ACC_HOOK
 # (allreduce) and the same cosine schedule; test accuracy at the end (0
 # skips this part: "-" in the RESULT line). Data order differs (ddpx's
@@ -28,6 +33,7 @@
 #          powersgd_step_vs_python=<ddpx/torch, PowerSGD>
 #          no_comm_step_vs_python=<ddpx/torch, NPROC one-rank jobs at once>
 #          floor_vs_python=<ddpx no-comm / torch allreduce>
+#          sync_floor_vs_python=<ddpx noop:sync=1 / torch allreduce>
 #          cnn_test_acc=<ddpx %> python_test_acc=<torch %> ...
 # Environment: TORCH_TRAIN, NPROC (2), WIDTH (16), BATCH (64), THREADS (0:
 # cores / ranks), PSGD (powersgd:rank=2,start_iter=10), ROUNDS (3), STEPS
@@ -64,13 +70,19 @@ mkdir -p "$OUT"
 
 common=(--nproc="$NPROC" --model=cnn --width="$WIDTH" --batch_size="$BATCH" --lr=0.02
         --momentum=0.9 --seed=0 --lr_schedule=cosine --threads="$THREADS")
-run_pair() {  # run_pair TAG HOOK EXTRA...
+run_ddpx() {  # run_ddpx TAG HOOK EXTRA...: the libtorch side alone
   local tag=$1 hook=$2
   shift 2
   echo "== $tag: libtorch + ddpx (load $(cut -d' ' -f1 /proc/loadavg))"
   nice -n "$NICE" "$TORCH_TRAIN" "${common[@]}" --hook="$hook" "$@" \
     --metrics_out="$OUT/ddpx_$tag.jsonl" >"$OUT/ddpx_$tag.log" 2>&1 ||
     { tail "$OUT/ddpx_$tag.log"; die "libtorch run $tag failed"; }
+}
+
+run_pair() {  # run_pair TAG HOOK EXTRA...: the libtorch side, then Python's
+  local tag=$1 hook=$2
+  shift 2
+  run_ddpx "$tag" "$hook" "$@"
   echo "== $tag: python torch DDP (load $(cut -d' ' -f1 /proc/loadavg))"
   nice -n "$NICE" python3 "$PY_SCRIPT" "${common[@]}" --hook="$hook" "$@" \
     --metrics_out="$OUT/torch_$tag.jsonl" >"$OUT/torch_$tag.log" 2>&1 ||
@@ -109,6 +121,7 @@ for round in $(seq 1 "$ROUNDS"); do
   run_pair "powersgd_$round" "$PSGD" --max_steps="$STEPS" --epochs=1 --log_every=1000
   run_alone_pair "nocomm_$round" "$rank_threads" --hook=allreduce \
     --max_steps="$STEPS" --epochs=1 --log_every=1000
+  run_ddpx "sync_$round" noop:sync=1 --max_steps="$STEPS" --epochs=1 --log_every=1000
 done
 if [ "$ACC_EPOCHS" -gt 0 ]; then
   run_pair accuracy "$ACC_HOOK" --epochs="$ACC_EPOCHS" --log_every=100
@@ -139,6 +152,11 @@ for hook in ("allreduce", "powersgd", "nocomm"):
               + ", ".join(f"{m:.2f}" for m in per_round))
     ratio[hook] = med["ddpx"] / med["torch"]
     medians[hook] = med
+sync = [x["step_time_s"] for r in range(1, rounds + 1)
+        for x in lines(f"{out}/ddpx_sync_{r}.jsonl") if x["type"] == "step" and x["step"] > warmup]
+sync_floor = 1e3 * statistics.median(sync)
+print(f"{'sync':9s} {'libtorch+ddpx':13s} median step {sync_floor:7.2f} ms (noop:sync=1: "
+      "the wait for the slower rank, no data)")
 acc = {}
 if acc_epochs > 0:
     for impl in ("ddpx", "torch"):
@@ -153,6 +171,7 @@ print(f"RESULT libtorch_step_vs_python={ratio['allreduce']:.3f} "
       f"powersgd_step_vs_python={ratio['powersgd']:.3f} "
       f"no_comm_step_vs_python={ratio['nocomm']:.3f} "
       f"floor_vs_python={medians['nocomm']['ddpx'] / medians['allreduce']['torch']:.3f} "
+      f"sync_floor_vs_python={sync_floor / medians['allreduce']['torch']:.3f} "
       f"cnn_test_acc={fmt('ddpx')} python_test_acc={fmt('torch')} "
       f"acc_epochs={acc_epochs} load={load}")
 PY

@@ -2,8 +2,10 @@
 // world sizes 1..4.
 #include "hooks/default_hooks.h"
 
+#include <chrono>
 #include <cmath>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -151,6 +153,30 @@ TEST_P(DefaultHooks, NoopReturnsTheBufferUntouchedWithoutCommunicating) {
     EXPECT_TRUE(result->value().shares_storage_with(bucket.buffer()));
     EXPECT_EQ(result->value().to_float_vector(), gradient_of(pg->rank()));
     EXPECT_EQ(pg->counters().ops.load(), ops_before);
+    HookStats s = hook->stats();
+    EXPECT_EQ(s.calls, 1u);
+    EXPECT_EQ(s.wire_bytes, 0u);
+  });
+}
+
+// noop:sync=1 sends no data but each bucket's future waits for every rank:
+// the last rank reaches the hook 300 ms after the others, and their futures
+// complete only then.
+TEST_P(DefaultHooks, SynchronizingNoopWaitsForTheLastRankAndLeavesTheBuffer) {
+  const int world = GetParam();
+  constexpr auto kLate = std::chrono::milliseconds(300);
+  run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
+    auto hook = make_synchronizing_noop_hook(pg);
+    GradBucket bucket = bucket_of(gradient_of(pg->rank()));
+    const bool last = pg->rank() == world - 1;
+    if (last && world > 1) std::this_thread::sleep_for(kLate);
+    const auto start = std::chrono::steady_clock::now();
+    auto result = hook->run(bucket);
+    ASSERT_TRUE(result->wait().ok());
+    const auto waited = std::chrono::steady_clock::now() - start;
+    if (!last) EXPECT_GE(waited, kLate / 2) << "rank " << pg->rank() << " did not wait";
+    EXPECT_TRUE(result->value().shares_storage_with(bucket.buffer()));
+    EXPECT_EQ(result->value().to_float_vector(), gradient_of(pg->rank()));
     HookStats s = hook->stats();
     EXPECT_EQ(s.calls, 1u);
     EXPECT_EQ(s.wire_bytes, 0u);

@@ -139,5 +139,25 @@ TEST(Registry, NoopIsBuiltByNameAndCounts) {
   });
 }
 
+TEST(Registry, NoopTakesSyncAndNamesABadOption) {
+  run_groups(1, [&](int, std::shared_ptr<ProcessGroup> pg) {
+    auto hook = make_comm_hook("noop:sync=1", pg);
+    ASSERT_TRUE(hook.ok()) << hook.status();
+    uint64_t ops_before = pg->counters().ops.load();
+    GradBucket bucket = bucket_of({1, 2, 3});
+    EXPECT_EQ(values_of((*hook)->run(bucket)), (std::vector<float>{1, 2, 3}));
+    EXPECT_EQ(pg->counters().ops.load(), ops_before + 1);  // its barrier
+    auto bad_value = make_comm_hook("noop:sync=2", pg);
+    ASSERT_FALSE(bad_value.ok());
+    EXPECT_NE(bad_value.status().message().find("noop hook: option sync='2' is not a boolean"),
+              std::string::npos)
+        << bad_value.status();
+    auto bad_key = make_comm_hook("noop:wait=1", pg);
+    ASSERT_FALSE(bad_key.ok());
+    EXPECT_NE(bad_key.status().message().find("unknown option 'wait'"), std::string::npos)
+        << bad_key.status();
+  });
+}
+
 }  // namespace
 }  // namespace ddpx
