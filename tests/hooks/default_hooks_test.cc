@@ -2,6 +2,7 @@
 // world sizes 1..4.
 #include "hooks/default_hooks.h"
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <random>
@@ -160,21 +161,31 @@ TEST_P(DefaultHooks, NoopReturnsTheBufferUntouchedWithoutCommunicating) {
 }
 
 // noop:sync=1 sends no data but each bucket's future waits for every rank:
-// the last rank reaches the hook 300 ms after the others, and their futures
-// complete only then.
+// the last rank reaches the hook 300 ms after the others, and no other
+// rank's future completes before that arrival.
 TEST_P(DefaultHooks, SynchronizingNoopWaitsForTheLastRankAndLeavesTheBuffer) {
   const int world = GetParam();
-  constexpr auto kLate = std::chrono::milliseconds(300);
+  std::atomic<int64_t> last_arrival_ns{0};
+  auto now_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
   run_groups(world, [&](int, std::shared_ptr<ProcessGroup> pg) {
     auto hook = make_synchronizing_noop_hook(pg);
     GradBucket bucket = bucket_of(gradient_of(pg->rank()));
     const bool last = pg->rank() == world - 1;
-    if (last && world > 1) std::this_thread::sleep_for(kLate);
-    const auto start = std::chrono::steady_clock::now();
+    if (last) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+      last_arrival_ns = now_ns();
+    }
     auto result = hook->run(bucket);
     ASSERT_TRUE(result->wait().ok());
-    const auto waited = std::chrono::steady_clock::now() - start;
-    if (!last) EXPECT_GE(waited, kLate / 2) << "rank " << pg->rank() << " did not wait";
+    const int64_t done_ns = now_ns();
+    if (!last) {
+      EXPECT_NE(last_arrival_ns.load(), 0) << "rank " << pg->rank() << " did not wait";
+      EXPECT_GE(done_ns, last_arrival_ns.load());
+    }
     EXPECT_TRUE(result->value().shares_storage_with(bucket.buffer()));
     EXPECT_EQ(result->value().to_float_vector(), gradient_of(pg->rank()));
     HookStats s = hook->stats();
