@@ -70,23 +70,26 @@ mkdir -p "$OUT"
 
 common=(--nproc="$NPROC" --model=cnn --width="$WIDTH" --batch_size="$BATCH" --lr=0.02
         --momentum=0.9 --seed=0 --lr_schedule=cosine --threads="$THREADS")
+run_one() {  # run_one LABEL PREFIX CMD...: one job; metrics to PREFIX.jsonl, output to PREFIX.log
+  local label=$1 prefix=$2
+  shift 2
+  echo "== $label (load $(cut -d' ' -f1 /proc/loadavg))"
+  nice -n "$NICE" "$@" --metrics_out="$prefix.jsonl" >"$prefix.log" 2>&1 ||
+    { tail "$prefix.log"; die "$label failed"; }
+}
+
 run_ddpx() {  # run_ddpx TAG HOOK EXTRA...: the libtorch side alone
   local tag=$1 hook=$2
   shift 2
-  echo "== $tag: libtorch + ddpx (load $(cut -d' ' -f1 /proc/loadavg))"
-  nice -n "$NICE" "$TORCH_TRAIN" "${common[@]}" --hook="$hook" "$@" \
-    --metrics_out="$OUT/ddpx_$tag.jsonl" >"$OUT/ddpx_$tag.log" 2>&1 ||
-    { tail "$OUT/ddpx_$tag.log"; die "libtorch run $tag failed"; }
+  run_one "$tag: libtorch + ddpx" "$OUT/ddpx_$tag" "$TORCH_TRAIN" "${common[@]}" --hook="$hook" "$@"
 }
 
 run_pair() {  # run_pair TAG HOOK EXTRA...: the libtorch side, then Python's
   local tag=$1 hook=$2
   shift 2
   run_ddpx "$tag" "$hook" "$@"
-  echo "== $tag: python torch DDP (load $(cut -d' ' -f1 /proc/loadavg))"
-  nice -n "$NICE" python3 "$PY_SCRIPT" "${common[@]}" --hook="$hook" "$@" \
-    --metrics_out="$OUT/torch_$tag.jsonl" >"$OUT/torch_$tag.log" 2>&1 ||
-    { tail "$OUT/torch_$tag.log"; die "python run $tag failed"; }
+  run_one "$tag: python torch DDP" "$OUT/torch_$tag" \
+    python3 "$PY_SCRIPT" "${common[@]}" --hook="$hook" "$@"
 }
 
 jobs_at_once() {  # jobs_at_once LABEL PREFIX CMD...: NPROC copies of CMD at once; copy k logs to PREFIX_k
@@ -134,6 +137,10 @@ out, rounds, warmup, acc_epochs, nproc = sys.argv[1], int(sys.argv[2]), int(sys.
 def lines(path):
     return [json.loads(l) for l in open(path)]
 
+def step_times(files):  # every step after the warmup, in seconds
+    return [x["step_time_s"] for f in files for x in lines(f)
+            if x["type"] == "step" and x["step"] > warmup]
+
 ratio, medians = {}, {}
 for hook in ("allreduce", "powersgd", "nocomm"):
     med = {}
@@ -142,8 +149,7 @@ for hook in ("allreduce", "powersgd", "nocomm"):
         for r in range(1, rounds + 1):
             files = ([f"{out}/{impl}_{hook}_{r}_{k}.jsonl" for k in range(1, nproc + 1)]
                      if hook == "nocomm" else [f"{out}/{impl}_{hook}_{r}.jsonl"])
-            t = [x["step_time_s"] for f in files for x in lines(f)
-                 if x["type"] == "step" and x["step"] > warmup]
+            t = step_times(files)
             per_round.append(1e3 * statistics.median(t))
             pooled += t
         med[impl] = 1e3 * statistics.median(pooled)
@@ -152,9 +158,8 @@ for hook in ("allreduce", "powersgd", "nocomm"):
               + ", ".join(f"{m:.2f}" for m in per_round))
     ratio[hook] = med["ddpx"] / med["torch"]
     medians[hook] = med
-sync = [x["step_time_s"] for r in range(1, rounds + 1)
-        for x in lines(f"{out}/ddpx_sync_{r}.jsonl") if x["type"] == "step" and x["step"] > warmup]
-sync_floor = 1e3 * statistics.median(sync)
+sync_floor = 1e3 * statistics.median(
+    step_times([f"{out}/ddpx_sync_{r}.jsonl" for r in range(1, rounds + 1)]))
 print(f"{'sync':9s} {'libtorch+ddpx':13s} median step {sync_floor:7.2f} ms (noop:sync=1: "
       "the wait for the slower rank, no data)")
 acc = {}
