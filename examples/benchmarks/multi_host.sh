@@ -58,8 +58,11 @@
 # time: how low hier_int8_comm_vs_flat_int8 could go on this machine.
 # Environment: RATE (1gbit), TOPOLOGIES ("2x2 3x2"), SCHEMES, LONG (40),
 # SHORT (20), SKIP (12 steps left out of the medians), HIDDEN (2048,2048),
-# BATCH (64), TRAIN, OUT, ACCURACY=1 (also one full epoch per scheme on the
-# first topology for the test accuracy; long).
+# BATCH (64), BLAS_THREADS (1 OpenBLAS thread per rank: every virtual host
+# shares this machine's cores, while the trainer's own default, cores /
+# local ranks, would give each host all of them), TRAIN, OUT, ACCURACY=1
+# (also one full epoch per scheme on the first topology for the test
+# accuracy; long).
 set -euo pipefail
 
 RATE=${RATE:-1gbit}
@@ -70,6 +73,7 @@ SHORT=${SHORT:-20}
 SKIP=${SKIP:-12}
 HIDDEN=${HIDDEN:-2048,2048}
 BATCH=${BATCH:-64}
+BLAS_THREADS=${BLAS_THREADS:-1}
 FLOOR=${FLOOR:-1}
 FLOOR_RATE=${FLOOR_RATE:-100gbit}
 psgd_start=10  # the timed runs' (see above); the epoch run sets its own
@@ -116,7 +120,8 @@ run_job() {  # hosts ranks_per_host scheme steps tag [extra trainer flags...]
     "$vc" run "$NAME-h$((r / per + 1))" -- env "$env" MASTER_ADDR=10.213.0.1 MASTER_PORT=$port \
       RANK=$r WORLD_SIZE=$world LOCAL_RANK=$((r % per)) LOCAL_WORLD_SIZE=$per \
       "$TRAIN" --init=env:// --iface=eth0 --job_id="$tag" $hook --hidden="$HIDDEN" \
-      --batch_size="$BATCH" --max_steps="$steps" --log_every=1000 --timeout_s=600 \
+      --batch_size="$BATCH" --blas_threads="$BLAS_THREADS" --max_steps="$steps" \
+      --log_every=1000 --timeout_s=600 \
       --bucket_cap_mb=100 --first_bucket_cap_mb=100 --comm_trace="$OUT/$tag.trace" \
       "${metrics[@]}" "$@" >"$OUT/$tag.rank$r.log" 2>&1 &
     pids+=($!)
@@ -126,7 +131,8 @@ run_job() {  # hosts ranks_per_host scheme steps tag [extra trainer flags...]
   done
 }
 
-echo "multi_host: MLP 784-$HIDDEN-10, batch $BATCH per rank, links $RATE, runs of $SHORT and" \
+echo "multi_host: MLP 784-$HIDDEN-10, batch $BATCH per rank, $BLAS_THREADS BLAS thread(s) per rank" \
+     "on $(nproc) cores, links $RATE, runs of $SHORT and" \
      "$LONG steps; out $OUT; load average $(cut -d' ' -f1-3 /proc/loadavg)"
 summary=$OUT/summary.tsv
 : >"$summary"
