@@ -39,6 +39,11 @@
 # cores / ranks), PSGD (powersgd:rank=2,start_iter=10), ROUNDS (3), STEPS
 # (100), WARMUP (10), ACC_EPOCHS (3), ACC_HOOK (allreduce), NICE (0), OUT.
 set -euo pipefail
+# Both sides train on the CPU. On a machine with a GPU, torch's powerSGD_hook
+# calls torch.cuda.synchronize(device) whenever CUDA is available
+# (powerSGD_hook.py, decompress), which fails for a CPU bucket ("Expected a
+# cuda device, but got: cpu"): hide the GPUs from both sides.
+export CUDA_VISIBLE_DEVICES=
 
 NPROC=${NPROC:-2}
 WIDTH=${WIDTH:-16}
