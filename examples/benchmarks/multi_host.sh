@@ -37,7 +37,7 @@
 # usually trained: the learning rate decays to 0 over the epoch
 # (--lr_schedule=cosine). With a constant rate, rank-2 PowerSGD ended
 # 0.27-1.87 points below allreduce (mean 1.04, 6 seeds); with the decay and
-# the same start, 0.49-0.71 (mean 0.60).
+# the same start, 0.48-0.71 (mean 0.60).
 # PowerSGD's start_powerSGD_iter (allreduce before it): PyTorch's
 # PowerSGDState documentation advises starting "with 10% of total training
 # steps" and increasing it until the accuracy is satisfactory. The epoch run
