@@ -46,14 +46,17 @@ absl::StatusOr<bool> parse_bool(const std::string& hook, const std::string& key,
       absl::StrCat(hook, " hook: option ", key, "='", value, "' is not a boolean (0/1)"));
 }
 
+absl::Status unknown_option(const std::string& hook, const std::string& key,
+                            const std::string& known) {
+  return absl::InvalidArgumentError(
+      absl::StrCat(hook, " hook: unknown option '", key, "' (known: ", known, ")"));
+}
+
 absl::StatusOr<std::unique_ptr<CommHook>> make_noop(std::shared_ptr<ProcessGroup> pg,
                                                     const Options& options) {
   bool sync = false;
   for (const auto& [key, value] : options) {
-    if (key != "sync") {
-      return absl::InvalidArgumentError(
-          absl::StrCat("noop hook: unknown option '", key, "' (known: sync)"));
-    }
+    if (key != "sync") return unknown_option("noop", key, "sync");
     absl::StatusOr<bool> b = parse_bool("noop", key, value);
     if (!b.ok()) return b.status();
     sync = *b;
@@ -76,8 +79,7 @@ absl::StatusOr<std::unique_ptr<CommHook>> make_int8(std::shared_ptr<ProcessGroup
             "int8 hook: option local_size='", value, "' is not a positive integer"));
       }
     } else {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "int8 hook: unknown option '", key, "' (known: hierarchical, local_size)"));
+      return unknown_option("int8", key, "hierarchical, local_size");
     }
   }
   if (o.local_size != 0 && !o.hierarchical) {
