@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace ddpx {
 
@@ -54,12 +55,60 @@ class FileStore::Lock {
 
 absl::StatusOr<std::unique_ptr<FileStore>> FileStore::open(
     const std::string& path, std::chrono::milliseconds timeout) {
-  int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // O_NOFOLLOW: a link planted at the path must not redirect us to a file of
+  // someone else's choosing. O_NONBLOCK: a FIFO or device at the path must
+  // not block the open; it is refused below, once fstat says what it is.
+  int fd = ::open(path.c_str(),
+                  O_RDWR | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
   if (fd < 0) {
+    const int err = errno;
+    if (err == ELOOP) {
+      return absl::PermissionDeniedError(absl::StrCat(
+          "file store: '", path, "' is a symbolic link; refusing to follow it (give the "
+          "path of the store file itself)"));
+    }
     return absl::UnavailableError(absl::StrCat("file store: cannot open '", path,
-                                               "': ", std::strerror(errno)));
+                                               "': ", std::strerror(err)));
+  }
+  absl::Status trusted = check_trusted(path, fd);
+  if (trusted.ok() && fcntl(fd, F_SETFL, O_RDWR | O_APPEND) < 0) {
+    trusted = absl::UnavailableError(absl::StrCat("file store: cannot use '", path,
+                                                  "': fcntl: ", std::strerror(errno)));
+  }
+  if (!trusted.ok()) {
+    close(fd);
+    return trusted;
   }
   return std::unique_ptr<FileStore>(new FileStore(path, fd, timeout));
+}
+
+absl::Status FileStore::check_trusted(const std::string& path, int fd) {
+  struct stat st;
+  if (fstat(fd, &st) < 0) {
+    return absl::UnavailableError(absl::StrCat("file store: cannot stat '", path,
+                                               "': ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "file store: '", path, "' is not a regular file (mode ", absl::StrFormat("0%o", st.st_mode),
+        "); refusing to use it as a store"));
+  }
+  if (st.st_uid != geteuid()) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "file store: '", path, "' is owned by uid ", st.st_uid, ", not by this process (uid ",
+        geteuid(), "); refusing a store file another user controls"));
+  }
+  // Our own file, but if others may write it they may put records in it
+  // (addresses ranks connect to). Changing the mode now would not help: a
+  // writer that opened it already keeps its descriptor.
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    return absl::PermissionDeniedError(absl::StrCat(
+        "file store: '", path, "' is writable by ",
+        (st.st_mode & S_IWOTH) ? "other users" : "its group", " (mode ",
+        absl::StrFormat("0%o", st.st_mode & 07777), "); refusing it: remove it, or chmod 600 it if "
+        "nobody else can have it open"));
+  }
+  return absl::OkStatus();
 }
 
 FileStore::~FileStore() { close(fd_); }

@@ -20,7 +20,11 @@ namespace ddpx {
 
 class FileStore : public Store {
  public:
-  // Creates the file if it does not exist.
+  // Creates the file (mode 0600) if it does not exist. The file decides
+  // where ranks connect, so it must be trustworthy: a symbolic link at
+  // `path` is never followed, and a path that is not a regular file, is
+  // owned by another user, or is writable by its group or others is
+  // refused (PERMISSION_DENIED naming the path and the reason).
   static absl::StatusOr<std::unique_ptr<FileStore>> open(
       const std::string& path, std::chrono::milliseconds timeout = kDefaultTimeout);
   ~FileStore() override;
@@ -66,6 +70,8 @@ class FileStore : public Store {
   absl::StatusOr<std::vector<std::string>> missing_keys(
       const std::vector<std::string>& keys);
   absl::Status error(const std::string& what, int err) const;
+  // Whether the opened `fd` may be used as a store (see open()).
+  static absl::Status check_trusted(const std::string& path, int fd);
 
   std::string path_;
   int fd_;

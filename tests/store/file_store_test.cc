@@ -1,6 +1,13 @@
 #include "store/file_store.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -76,6 +83,98 @@ TEST(FileStore, BadPathIsAClearError) {
   auto s = FileStore::open("/nonexistent-dir/x/store");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("/nonexistent-dir/x/store"), std::string::npos);
+}
+
+// The store's file decides where ranks connect, so only a regular file of
+// our own that nobody else may write is trusted.
+TEST(FileStoreTrust, CreatesTheFileWithMode0600) {
+  std::string path = temp_path("mode");
+  const mode_t old_umask = umask(0);  // the mode must not rely on the umask
+  auto store = FileStore::open(path);
+  umask(old_umask);
+  ASSERT_TRUE(store.ok()) << store.status();
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0600u) << std::oct << (st.st_mode & 07777);
+}
+
+TEST(FileStoreTrust, RefusesASymlinkNamingThePath) {
+  std::string target = temp_path("symlink-target");
+  std::string path = temp_path("symlink");
+  ASSERT_TRUE(FileStore::open(target).ok());
+  ASSERT_EQ(symlink(target.c_str(), path.c_str()), 0);
+  auto store = FileStore::open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find(path), std::string::npos) << store.status();
+  EXPECT_NE(store.status().message().find("symbolic link"), std::string::npos) << store.status();
+  // A dangling link is refused too, and nothing is created at its target.
+  std::string dangling = temp_path("dangling");
+  std::string nowhere = temp_path("nowhere");
+  ASSERT_EQ(symlink(nowhere.c_str(), dangling.c_str()), 0);
+  auto d = FileStore::open(dangling);
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find("symbolic link"), std::string::npos) << d.status();
+  EXPECT_NE(access(nowhere.c_str(), F_OK), 0) << "the link was followed";
+}
+
+TEST(FileStoreTrust, RefusesWhatIsNotARegularFile) {
+  std::string fifo = temp_path("fifo");
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  auto f = FileStore::open(fifo);
+  ASSERT_FALSE(f.ok());
+  EXPECT_NE(f.status().message().find(fifo), std::string::npos) << f.status();
+  EXPECT_NE(f.status().message().find("not a regular file"), std::string::npos) << f.status();
+
+  const char* dir = std::getenv("TEST_TMPDIR");
+  auto d = FileStore::open(dir ? dir : "/tmp");
+  ASSERT_FALSE(d.ok());
+  EXPECT_NE(d.status().message().find(dir ? dir : "/tmp"), std::string::npos) << d.status();
+}
+
+TEST(FileStoreTrust, RefusesAFileOthersMayWriteAndKeepsOneOthersMayRead) {
+  std::string path = temp_path("writable");
+  {
+    std::ofstream(path) << "";
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0620), 0);
+  auto group_writable = FileStore::open(path);
+  ASSERT_FALSE(group_writable.ok());
+  EXPECT_NE(group_writable.status().message().find(path), std::string::npos)
+      << group_writable.status();
+  EXPECT_NE(group_writable.status().message().find("writable by"), std::string::npos)
+      << group_writable.status();
+  ASSERT_EQ(chmod(path.c_str(), 0602), 0);
+  EXPECT_FALSE(FileStore::open(path).ok());
+
+  // Readable by others: nobody else can change what it says; accepted as is.
+  ASSERT_EQ(chmod(path.c_str(), 0644), 0);
+  auto readable = FileStore::open(path);
+  ASSERT_TRUE(readable.ok()) << readable.status();
+  ASSERT_TRUE((*readable)->set("k", "v").ok());
+  struct stat st;
+  ASSERT_EQ(stat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0644u);
+}
+
+TEST(FileStoreTrust, RefusesAFileOwnedByAnotherUser) {
+  if (geteuid() != 0) {
+    GTEST_SKIP() << "needs root to give a file to another user (chown); not run as uid "
+                 << geteuid();
+  }
+  std::string path = temp_path("foreign");
+  {
+    std::ofstream(path) << "";
+  }
+  ASSERT_EQ(chmod(path.c_str(), 0600), 0);
+  if (chown(path.c_str(), 65534, 65534) != 0) {
+    GTEST_SKIP() << "chown to uid 65534 failed here (" << std::strerror(errno)
+                 << "): cannot make a file of another user";
+  }
+  auto store = FileStore::open(path);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find(path), std::string::npos) << store.status();
+  EXPECT_NE(store.status().message().find("owned by uid 65534"), std::string::npos)
+      << store.status();
 }
 
 TEST(FileStore, FourProcessesRendezvousThroughOneFile) {
