@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace ddpx {
@@ -69,6 +70,38 @@ std::string peer_name(int fd) {
     return absl::StrCat("[", host, "]:", ntohs(a->sin6_port));
   }
   return "?";
+}
+
+namespace {
+
+bool is_loopback(const sockaddr* addr) {
+  if (addr->sa_family == AF_INET) {
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(addr)->sin_addr.s_addr) >> 24) == 127;
+  }
+  if (addr->sa_family == AF_INET6) {
+    const in6_addr& a = reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr;
+    return IN6_IS_ADDR_LOOPBACK(&a) || (IN6_IS_ADDR_V4MAPPED(&a) && a.s6_addr[12] == 127);
+  }
+  return false;
+}
+
+}  // namespace
+
+std::string loopback_listen_host(const std::string& host) {
+  if (absl::EqualsIgnoreCase(host, "localhost")) {
+    absl::StatusOr<AddrInfoList> addresses = resolve_tcp(host.c_str(), 0, 0);
+    if (!addresses.ok()) return "";
+    bool v4 = false, v6 = false;
+    for (const addrinfo* ai = addresses->get(); ai != nullptr; ai = ai->ai_next) {
+      if (!is_loopback(ai->ai_addr)) return "";  // a localhost that is not local
+      (ai->ai_family == AF_INET ? v4 : v6) = true;
+    }
+    // Clients try each address localhost resolves to; one of them listens.
+    return v4 ? "127.0.0.1" : v6 ? "::1" : "";
+  }
+  absl::StatusOr<AddrInfoList> numeric = resolve_tcp(host.c_str(), 0, AI_NUMERICHOST);
+  if (!numeric.ok() || numeric->get() == nullptr) return "";
+  return is_loopback(numeric->get()->ai_addr) ? host : "";
 }
 
 absl::StatusOr<uint16_t> local_port(int fd) {

@@ -26,6 +26,13 @@ std::string peer_name(int fd);
 // A non-blocking listening socket for `host` ("" = every interface, IPv6
 // dual stack first, then IPv4) and `port`.
 absl::StatusOr<int> listen_on(const std::string& host, uint16_t port, int backlog);
+// Where a server whose clients connect to `host` should listen: `host`
+// itself when it is a loopback address (127.0.0.0/8, ::1, ::ffff:127.x.y.z),
+// 127.0.0.1 (or ::1 where it has no IPv4 loopback) for "localhost"; else
+// "" (every interface). Other names are not resolved for this: a machine
+// may map its own name to loopback (Debian's 127.0.1.1) while the other
+// machines of a job resolve it to a routable address.
+std::string loopback_listen_host(const std::string& host);
 // The local port a socket is bound to.
 absl::StatusOr<uint16_t> local_port(int fd);
 

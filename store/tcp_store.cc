@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "store/protocol.h"
+#include "store/socket_util.h"
 
 namespace ddpx {
 
@@ -48,6 +49,9 @@ absl::StatusOr<std::unique_ptr<TCPStore>> TCPStore::create(
   if (options.is_master) {
     TCPStoreServerOptions server_options = options.server;
     server_options.port = options.port;
+    // Clients reaching the master through loopback are on this machine:
+    // nobody elsewhere needs (or should get) a way in.
+    if (server_options.host.empty()) server_options.host = loopback_listen_host(host);
     absl::StatusOr<std::unique_ptr<TCPStoreServer>> server =
         TCPStoreServer::start(server_options);
     if (!server.ok()) return server.status();

@@ -40,8 +40,10 @@ struct TCPStoreOptions {
   // Default timeout of every operation, of connecting and of
   // wait_for_workers.
   std::chrono::milliseconds timeout = Store::kDefaultTimeout;
-  // Used for the in-process server when is_master (its host/port are
-  // overridden by the above).
+  // Used for the in-process server when is_master (its port is overridden
+  // by the above). An empty server.host listens on loopback only when the
+  // host given to create() is a loopback address or "localhost" (its clients
+  // are all on this machine), else on every interface.
   TCPStoreServerOptions server;
 };
 
