@@ -142,9 +142,16 @@ bool SmallAllreduce::fits(const Channel& ch, size_t count, Reduction r, size_t s
 }
 
 absl::Status SmallAllreduce::begin(const Deadline& deadline) {
+  // An empty allreduce is no op on the channel: the backend's worker path
+  // returns before it reaches the channel, and ranks that take different
+  // paths for the same empty op must stay in step.
+  if (count_ == 0) {
+    done_ = true;
+    return absl::OkStatus();
+  }
   RETURN_IF_ERROR(ch_.health());
   ch_.begin_op({OpDescription::kAllreduce, count_ * r_.element_bytes, -1, r_.code});
-  if (count_ == 0 || ch_.size() == 1) {
+  if (ch_.size() == 1) {
     done_ = true;
     return absl::OkStatus();
   }

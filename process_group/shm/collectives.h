@@ -46,6 +46,8 @@ inline constexpr size_t kDefaultSmallMaxBytes = 8 << 10;
 // cache of a typical server core complex, and would not stay in it anyway.
 inline constexpr size_t kStreamingCopyFromBytes = 16 << 20;
 
+// An allreduce of no elements does nothing, not even begin an op on the
+// channel (Channel::begin_op), as the backend's worker path skips it.
 absl::Status allreduce(Channel& ch, void* data, size_t count, Reduction r,
                        const Deadline& deadline, size_t small_max_bytes = kDefaultSmallMaxBytes);
 

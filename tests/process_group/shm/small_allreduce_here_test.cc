@@ -1,7 +1,8 @@
 // A small allreduce on shared memory begins on the issuing thread
 // (GlooBackend::small_allreduce_here): issuing still never waits for peers
 // that have not issued their op, ops issued in opposite orders on two groups
-// complete, and an op nobody waits for completes by itself.
+// complete, an op nobody waits for completes by itself, and an empty op is
+// the same (no op on the channel) whether it begins here or on the worker.
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -107,6 +108,30 @@ TEST(SmallAllreduceHere, AnOpNobodyWaitsForCompletesByItself) {
       ASSERT_TRUE(work->is_completed()) << "iteration " << i << " rank " << b.rank();
       ASSERT_TRUE(work->exception().ok()) << work->exception();
       ASSERT_EQ(t.data_as<int64_t>()[0], 2 * i + 1);
+    }
+  }, shm_options());
+}
+
+// One empty tensor takes the path that begins on the issuing thread; two
+// (folded locally first, as c10d lets each rank pass its own number) go to
+// the worker. Both must agree on whether the empty op is an op on the
+// channel, or every later op on it finds its peers out of step.
+TEST(SmallAllreduceHere, AnEmptyOpIsTheSameOpOnEitherPath) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
+    ASSERT_TRUE(b.uses_shared_memory()) << b.shared_memory_status();
+    TensorList empty = {Tensor::zeros({0}, DType::kInt64)};
+    if (b.rank() == 1) empty.push_back(Tensor::zeros({0}, DType::kInt64));
+    ASSERT_WORK_OK(b.allreduce(empty, {}));
+    // Both workers' channels in turn, through the inline boxes and through
+    // the slots.
+    for (int i = 0; i < 4; ++i) {
+      Tensor box = small_filled(b.rank() + i);
+      Tensor slots = Tensor::zeros({400}, DType::kInt64);
+      slots.fill_(10 * (b.rank() + i));
+      ASSERT_WORK_OK(b.allreduce({box}, {}));
+      ASSERT_WORK_OK(b.allreduce({slots}, {}));
+      EXPECT_EQ(box.data_as<int64_t>()[15], 2 * i + 1) << "op " << i;
+      EXPECT_EQ(slots.data_as<int64_t>()[399], 10 * (2 * i + 1)) << "op " << i;
     }
   }, shm_options());
 }
