@@ -136,7 +136,14 @@ int main(int argc, char** argv) {
     fprintf(stderr, "train: %s\n", std::string(init_or.status().message()).c_str());
     return 2;
   }
-  const ddpx::InitOptions& init = *init_or;
+  ddpx::InitOptions init = *std::move(init_or);
+  // What every rank must agree on, refused at rendezvous naming the flag.
+  init.job_settings = ddpx::trainer::job_settings_from_flags(
+      "examples/train",
+      {"hidden", "sync", "backend", "hook", "bucket_cap_mb", "first_bucket_cap_mb",
+       "gradient_as_bucket_view", "seed", "lr", "lr_schedule", "momentum", "weight_decay",
+       "batch_size", "epochs", "max_steps", "train_limit", "eval_every", "data_dir",
+       "checkpoint_dir", "checkpoint_every", "resume", "reset_hook_state"});
   if (const std::string dir = absl::GetFlag(FLAGS_trace_dir); !dir.empty()) {
     setenv("DDPX_TRACE_DIR", dir.c_str(), 1);  // read by init_process_group
   }
@@ -178,6 +185,7 @@ int main(int argc, char** argv) {
   config.seed = absl::GetFlag(FLAGS_seed);
   config.max_steps = absl::GetFlag(FLAGS_max_steps);
   config.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  config.job_id = init.job_id;
   config.checkpoint_every = absl::GetFlag(FLAGS_checkpoint_every);
   config.metrics_out = absl::GetFlag(FLAGS_metrics_out);
   config.comm_trace = absl::GetFlag(FLAGS_comm_trace);

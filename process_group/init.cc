@@ -184,7 +184,8 @@ absl::StatusOr<std::shared_ptr<ProcessGroup>> init_process_group(
         r->world_size));
   }
   if (absl::Status s = check_job_identity(*r->store, r->rank, r->world_size,
-                                         options.job_id, options.timeout);
+                                         options.job_id, options.timeout,
+                                         options.job_settings);
       !s.ok()) {
     return s;
   }

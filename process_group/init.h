@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "process_group/backend.h"
+#include "process_group/job_identity.h"
 #include "process_group/process_group.h"
 #include "store/store.h"
 
@@ -32,6 +33,12 @@ struct InitOptions {
   // Stated at rendezvous with the world size (job_identity.h): a rank of
   // another job, or one started with another world size, fails naming both.
   std::string job_id;
+  // The settings every rank of the job must agree on, as (name, value)
+  // pairs in a fixed order (model shape, hook, seed, learning rate...);
+  // rank 0 publishes its own and a rank that differs is refused naming the
+  // first differing setting with both values (job_identity.h says who else
+  // fails). Empty: nothing is compared.
+  JobSettings job_settings;
 };
 
 // Where this process sits in the job, as read from the environment.

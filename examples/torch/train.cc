@@ -284,7 +284,14 @@ int main(int argc, char** argv) {
 
   absl::StatusOr<ddpx::InitOptions> init_or = ddpx::trainer::init_options_from_flags();
   if (!init_or.ok()) return fail(std::string(init_or.status().message()), 2);
-  const ddpx::InitOptions& init = *init_or;
+  ddpx::InitOptions init = *std::move(init_or);
+  // What every rank must agree on, refused at rendezvous naming the flag.
+  init.job_settings = ddpx::trainer::job_settings_from_flags(
+      "examples/torch/train",
+      {"model", "width", "backend", "hook", "bucket_cap_mb", "first_bucket_cap_mb",
+       "gradient_as_bucket_view", "seed", "lr", "lr_schedule", "momentum", "weight_decay",
+       "batch_size", "epochs", "max_steps", "train_limit", "eval_every", "data_dir",
+       "checkpoint_dir", "checkpoint_every", "resume", "reset_hook_state"});
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg_or = ddpx::init_process_group(init);
   if (!pg_or.ok()) {
     return fail(absl::StrCat("init_process_group(", init.backend, ", ", init.init_method,
@@ -349,6 +356,7 @@ int main(int argc, char** argv) {
   ckpt.resume = *resume_mode;
   ckpt.reset_hook_state = absl::GetFlag(FLAGS_reset_hook_state);
   ckpt.hook = *identity;
+  ckpt.job_id = init.job_id;
   ckpt.epochs = epochs;
   ckpt.steps_per_epoch = steps_per_epoch;
   int64_t last_checkpoint_step = -1;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 
 #include "absl/flags/flag.h"
+#include "absl/flags/reflection.h"
 #include "examples/trainer/cli.h"
 #include "examples/trainer/init_flags.h"
 
@@ -56,6 +57,16 @@ absl::StatusOr<InitOptions> init_options_from_flags() {
     setenv("DDPX_GLOO_SOCKET_IFNAME", iface.c_str(), 1);
   }
   return init;
+}
+
+JobSettings job_settings_from_flags(const std::string& trainer,
+                                    const std::vector<std::string>& flags) {
+  JobSettings settings = {{"trainer", trainer}};
+  for (const std::string& name : flags) {
+    const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+    settings.emplace_back(name, flag != nullptr ? flag->CurrentValue() : "(no such flag)");
+  }
+  return settings;
 }
 
 }  // namespace ddpx::trainer

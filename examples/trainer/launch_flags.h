@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
@@ -34,6 +35,13 @@ std::optional<int> launch_unless_rank(int argc, char** argv);
 // from --iface, where the Gloo backend and every group built later read
 // it. The error names the flag or variable that is missing or malformed.
 absl::StatusOr<InitOptions> init_options_from_flags();
+
+// The settings every rank of a job must agree on (InitOptions::job_settings,
+// compared at rendezvous): ("trainer", `trainer`), then (name, value) of
+// each flag in `flags`, named as on the command line, so a refusal names
+// the flag that differs. Every name must be a flag of this binary.
+JobSettings job_settings_from_flags(const std::string& trainer,
+                                    const std::vector<std::string>& flags);
 
 }  // namespace ddpx::trainer
 

@@ -1,7 +1,8 @@
 // Ranks started by hand: tcp:// and file:// with --rank/--world_size or
-// RANK/WORLD_SIZE (2 and 4 ranks); a missing rank, a differing world size or
-// job, a rank 0 that cannot bind its port, and two jobs on one port are each
-// refused with a message naming both values, and never merge.
+// RANK/WORLD_SIZE (2 and 4 ranks); a missing rank, a differing world size,
+// job or setting, a rank 0 that cannot bind its port, and two jobs on one
+// port are each refused with a message naming both values, and never merge;
+// a rank started twice stops both claimants.
 #include <string>
 
 #include "gtest/gtest.h"
@@ -127,15 +128,68 @@ TEST(TrainLaunchTest, TwoJobsOnOnePortNeverMerge) {
   EXPECT_NE(out.find("done: 3 steps"), std::string::npos) << out;
 }
 
-TEST(TrainLaunchTest, ARankStartedTwiceIsRefused) {
+// Issue 33 point 2: ranks started by hand on one port without --job_id,
+// job A's rank 0, then job B's rank 1 (another seed and learning rate), then
+// job A's rank 1. B1 is refused before it claims rank 1, naming the first
+// setting that differs with both values; A1 then joins and job A trains to
+// the end.
+TEST(TrainLaunchTest, ARankWithOtherSettingsIsRefusedAndItsJobStillTrains) {
+  const std::string dir = fresh_dir("settings");
+  const std::string init = "--init=tcp://127.0.0.1:" + std::to_string(free_port());
+  auto rank = [&](int r, const std::string& flags) {
+    return kTrain + " " + init + " --world_size=2 --rank=" + std::to_string(r) + flags;
+  };
+  const std::string log = dir + "/";
+  const std::string script =
+      "(" + rank(0, " --seed=0 --lr=0.05") + ") > " + log + "a0.log 2>&1 & a0=$!; " +
+      rank(1, " --seed=1 --lr=0.1") + " > " + log + "b1.log 2>&1; echo \"b1 exit $?\"; " +
+      rank(1, " --seed=0 --lr=0.05") + " > " + log + "a1.log 2>&1; echo \"a1 exit $?\"; " +
+      "wait $a0; echo \"a0 exit $?\"; cat " + log + "b1.log " + log + "a0.log";
+  const std::string out = run_command("bash -c '" + script + "'").output;
+  EXPECT_NE(out.find("b1 exit 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("setting 'seed' differs: rank 0 has 0, this rank (1) has 1"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find("a1 exit 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("a0 exit 0"), std::string::npos) << out;
+  EXPECT_NE(out.find("done: 3 steps"), std::string::npos) << out;
+  EXPECT_NE(out.find("2 ranks x batch 8"), std::string::npos) << out;
+}
+
+// Issue 33 point 2: two processes started as rank 1 of a 3-rank job (rank
+// 2 is never started, so the job cannot have formed before the second
+// claim): the second claimant is refused at once, and rank 0 stops the
+// whole job, the first claimant included, well before the timeout.
+TEST(TrainLaunchTest, ARankStartedTwiceFailsBothClaimants) {
   const std::string dir = fresh_dir("dup");
-  const std::string out = run_ranks(dir, 3, [&](int r) {
-    return kTrain + " --init=file://" + dir + "/store --job_id=d --world_size=2 --timeout_s=5" +
-           (r == 2 ? " --rank=1; sleep 0" : " --rank=" + std::to_string(r));
-  });
+  const std::string init = "--init=tcp://127.0.0.1:" + std::to_string(free_port());
+  auto rank = [&](int r) {
+    return kTrain + " " + init + " --job_id=d --world_size=3 --timeout_s=120 --rank=" +
+           std::to_string(r);
+  };
+  const std::string log = dir + "/";
+  const std::string script =
+      "start=$(date +%s); (" + rank(0) + ") > " + log + "r0.log 2>&1 & r0=$!; (" + rank(1) +
+      ") > " + log + "first.log 2>&1 & first=$!; " + rank(1) + " > " + log +
+      "second.log 2>&1; echo \"second exit $?\"; wait $first; echo \"first exit $?\"; "
+      "wait $r0; echo \"r0 exit $?\"; echo \"took $(( $(date +%s) - start )) s\"; cat " + log +
+      "second.log " + log + "first.log " + log + "r0.log";
+  const std::string out = run_command("bash -c '" + script + "'").output;
+  EXPECT_NE(out.find("second exit 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("first exit 1"), std::string::npos) << out;
+  EXPECT_NE(out.find("r0 exit 1"), std::string::npos) << out;
+  // Which of the two claimed first is up to the scheduler; one line says
+  // the rank was taken, the other (and rank 0) that the job stops.
   EXPECT_NE(out.find("rank 1 of job 'd' has already joined this rendezvous store"),
             std::string::npos)
       << out;
+  EXPECT_NE(out.find("rank 0 stopped job 'd' at rendezvous: rank 1 of job 'd' was claimed by a "
+                     "second process"),
+            std::string::npos)
+      << out;
+  const size_t took = out.find("took ");
+  ASSERT_NE(took, std::string::npos) << out;
+  EXPECT_LT(std::stoi(out.substr(took + 5)), 60) << out;  // not the 120 s timeout
 }
 
 }  // namespace
