@@ -16,6 +16,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/strip.h"
 #include "examples/trainer/checkpoint_fault.h"
+#include "examples/trainer/checkpoint_lock.h"
 #include "examples/trainer/checkpoint_manifest.h"
 #include "examples/trainer/crc32c.h"
 #include "examples/trainer/durable_file.h"
@@ -75,14 +76,16 @@ absl::Status remove_step_dir(const std::string& step_dir, const std::function<vo
 }
 
 // Keeps the `keep` newest complete checkpoints up to `committed`; removes
-// older and incomplete folders, and folders past `committed` (left by a run
-// that went further, crashed, and was resumed from an earlier step).
+// older and incomplete folders. A complete checkpoint newer than
+// `committed` is never removed (resume sets those aside before the first
+// save, so none is expected here).
 absl::Status prune(const std::string& dir, int64_t committed, int keep, int64_t step_for_faults) {
   int kept = 0;
   bool first_removal = true;
   for (int64_t step : all_step_dirs(dir)) {
     const std::string step_dir = join(dir, step_dir_name(step));
     const bool complete = exists(join(step_dir, kManifestFile));
+    if (complete && step > committed) continue;
     if (step <= committed && complete && kept < keep) {
       ++kept;
       continue;
@@ -150,7 +153,9 @@ absl::StatusOr<std::vector<int64_t>> resume_candidates(const CheckpointOptions& 
       first = step;
     }
   } else if (!absl::IsNotFound(latest.status())) {
-    problem = latest.status();
+    // Not proof of damage: the pointer may be fine once the storage is.
+    return with_context("resume: reading the `latest` pointer (an I/O error: not falling back)",
+                        latest.status());
   } else if (!complete.empty()) {
     first = complete.front();
   }
@@ -175,6 +180,53 @@ absl::StatusOr<std::vector<double>> gather_by_sum(ProcessGroup& pg, std::vector<
   std::vector<double> out(mine.size());
   for (size_t i = 0; i < out.size(); ++i) out[i] = t.item(static_cast<int64_t>(i));
   return out;
+}
+
+// Rank 0's outcome of a step only it takes, for every rank: rank 0 gets its
+// own status back, the others an error saying rank 0 failed at `what`.
+absl::Status agree_on_rank0(ProcessGroup& pg, const absl::Status& rank0, const std::string& what) {
+  absl::StatusOr<std::vector<double>> all = gather_by_sum(pg, {pg.rank() == 0 && !rank0.ok() ? 1.0 : 0.0});
+  if (!all.ok()) return with_context(what + ": agreeing with rank 0", all.status());
+  if (pg.rank() == 0) return with_context(what, rank0);
+  if ((*all)[0] != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat(what, ": rank 0 failed (its message says why)"));
+  }
+  return absl::OkStatus();
+}
+
+// Proof that a checkpoint is damaged, rather than unreadable for now or
+// unusable by this run: a size or checksum mismatch (DataLoss), a file the
+// manifest lists that is missing (NotFound), a header or manifest that does
+// not parse or does not match its place (InvalidArgument). Only these make
+// --resume=auto fall back; anything else (an I/O error such as EIO, EACCES
+// or ENOSPC, a checkpoint of another world size or hook) stops the resume
+// with its own message, since an older step would only hide it.
+bool proves_damage(const absl::Status& s) {
+  return absl::IsDataLoss(s) || absl::IsNotFound(s) || absl::IsInvalidArgument(s);
+}
+
+// Rank 0, after every rank resumed from `resumed`: each complete
+// checkpoint newer than it (one that was refused as damaged, or one written
+// after `latest` by a run that crashed) is renamed out of the step folders'
+// namespace, to step-N.not-resumed, so neither pruning nor this run's own
+// saves of the same steps ever remove or overwrite it.
+absl::Status set_aside_newer(const std::string& dir, int64_t resumed) {
+  bool moved = false;
+  for (int64_t step : complete_checkpoint_steps(dir)) {
+    if (step <= resumed) continue;
+    const std::string from = join(dir, step_dir_name(step));
+    std::string to = from + ".not-resumed";
+    for (int n = 2; exists(to); ++n) to = absl::StrCat(from, ".not-resumed-", n);
+    if (rename(from.c_str(), to.c_str()) != 0) {
+      return absl::UnavailableError(
+          absl::StrCat("rename(", from, ", ", to, "): ", strerror(errno)));
+    }
+    moved = true;
+    printf("%s is newer than %s, which this run resumed from: kept as %s (never pruned)\n",
+           from.c_str(), step_dir_name(resumed).c_str(), to.c_str());
+  }
+  return moved ? sync_dir(dir) : absl::OkStatus();
 }
 
 }  // namespace
@@ -224,7 +276,8 @@ absl::Status save_checkpoint(const CheckpointOptions& o, ProcessGroup& pg, const
   auto stop = [&](const char* point) { checkpoint_stop_point(step, rank, point); };
   stop("begin");
   absl::Status local;
-  if (rank == 0) local = prepare_step_dir(o.dir, step_dir);
+  if (rank == 0) local = hold_checkpoint_lock(o.dir, o.job_id);
+  if (rank == 0 && local.ok()) local = prepare_step_dir(o.dir, step_dir);
   stop("dir_ready");
   // Nobody writes into the folder before rank 0 has made it and removed a
   // stale MANIFEST.
@@ -350,6 +403,12 @@ absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
     const CheckpointOptions& o, ProcessGroup& pg, TrainState& train_state, GradientSync& sync) {
   const int rank = pg.rank();
   const int world = pg.size();
+  if (absl::Status s = agree_on_rank0(
+          pg, rank == 0 ? hold_checkpoint_lock(o.dir, o.job_id) : absl::OkStatus(),
+          "checkpoint folder lock");
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<std::vector<int64_t>> candidates = resume_candidates(o, rank == 0);
   if (!candidates.ok()) return candidates.status();
   if (candidates->empty()) {
@@ -365,15 +424,32 @@ absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
     const std::string step_dir = join(o.dir, step_dir_name(step));
     absl::StatusOr<Progress> p =
         load_rank_checkpoint(o, step_dir, rank, world, train_state, sync);
-    // Every rank must resume from the same step: agree on the outcome.
-    std::vector<double> failed(world, 0.0);
-    failed[rank] = p.ok() ? 0 : 1;
-    absl::StatusOr<std::vector<double>> all = gather_by_sum(pg, failed);
+    // Every rank must resume from the same step: agree on the outcome, per
+    // rank 0 (loaded), 1 (proved damaged) or 2 (any other error).
+    std::vector<double> outcome(world, 0.0);
+    outcome[rank] = p.ok() ? 0 : proves_damage(p.status()) ? 1 : 2;
+    absl::StatusOr<std::vector<double>> all = gather_by_sum(pg, outcome);
     if (!all.ok()) return with_context("resume: agreeing on the checkpoint", all.status());
-    std::string refusers;
-    for (int r = 0; r < world; ++r)
-      if ((*all)[r] != 0) absl::StrAppend(&refusers, refusers.empty() ? "" : ", ", r);
-    if (refusers.empty()) return std::optional<Progress>(*p);
+    std::string refusers, stoppers;
+    for (int r = 0; r < world; ++r) {
+      if ((*all)[r] == 1) absl::StrAppend(&refusers, refusers.empty() ? "" : ", ", r);
+      if ((*all)[r] == 2) absl::StrAppend(&stoppers, stoppers.empty() ? "" : ", ", r);
+    }
+    if (refusers.empty() && stoppers.empty()) {
+      absl::Status aside = agree_on_rank0(
+          pg, rank == 0 ? set_aside_newer(o.dir, step) : absl::OkStatus(),
+          "resume: keeping the checkpoints newer than " + step_dir_name(step));
+      if (!aside.ok()) return aside;
+      return std::optional<Progress>(*p);
+    }
+    if (!stoppers.empty()) {
+      const std::string context = absl::StrCat(
+          "resume from ", step_dir, " stopped (not proof that it is damaged, so no fallback to an "
+          "older checkpoint)");
+      if (!p.ok() && !proves_damage(p.status())) return with_context(context, p.status());
+      return absl::FailedPreconditionError(absl::StrCat(
+          context, ": rank ", stoppers, " could not load it (its message names the file)"));
+    }
     if (o.resume == ResumeMode::kLatest) {
       if (!p.ok()) return p.status();
       return absl::FailedPreconditionError(absl::StrCat(

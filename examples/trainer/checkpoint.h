@@ -56,6 +56,8 @@ struct CheckpointOptions {
   // to resume with another --hook.
   bool reset_hook_state = false;
   std::string hook;  // this run's hook spec, canonical; stored in hook files
+  // Written into DIR/LOCK by the rank that holds it (checkpoint_lock.h).
+  std::string job_id;
   int64_t epochs = 0;
   int64_t steps_per_epoch = 0;
 };

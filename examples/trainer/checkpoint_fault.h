@@ -9,6 +9,12 @@
 // are named by checkpoint.cc ("begin", "state/tmp_half", "files_done",
 // "manifest/renamed", "latest/renamed", ...). Without the variable this is a
 // no-op.
+//
+// With DDPX_CHECKPOINT_READ_EIO="<path suffix>" in its environment, every
+// read of a checkpoint file whose path ends with the suffix fails as a
+// read(2) returning EIO would (the resume I/O-error test: an I/O error is
+// not proof that a checkpoint is damaged). Without the variable reads are
+// untouched.
 #ifndef DDPX_EXAMPLES_TRAINER_CHECKPOINT_FAULT_H_
 #define DDPX_EXAMPLES_TRAINER_CHECKPOINT_FAULT_H_
 
@@ -18,6 +24,9 @@
 namespace ddpx::trainer {
 
 void checkpoint_stop_point(int64_t step, int rank, const std::string& point);
+
+// The errno an injected read error of `path` fails with (EIO), or 0.
+int checkpoint_read_errno(const std::string& path);
 
 }  // namespace ddpx::trainer
 

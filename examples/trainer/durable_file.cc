@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "examples/trainer/checkpoint_fault.h"
 
 namespace ddpx::trainer {
 namespace {
@@ -82,8 +83,9 @@ absl::StatusOr<std::string> read_whole_file(const std::string& path) {
   }
   std::string out;
   char buf[1 << 16];
+  const int injected = checkpoint_read_errno(path);  // checkpoint_fault.h
   for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
+    const ssize_t n = injected != 0 ? (errno = injected, -1) : read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       absl::Status s = os_error("read", path);

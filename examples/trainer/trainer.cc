@@ -93,6 +93,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   ckpt.resume = c.resume;
   ckpt.reset_hook_state = c.reset_hook_state;
   ckpt.hook = c.hook_identity;
+  ckpt.job_id = c.job_id;
   ckpt.epochs = c.epochs;
   ckpt.steps_per_epoch = steps_per_epoch;
   int64_t last_checkpoint_step = -1;

@@ -33,6 +33,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   int64_t max_steps = -1;        // stop after this many steps in all (-1: no limit)
   std::string checkpoint_dir;    // empty: no checkpoints
+  std::string job_id;            // named in checkpoint_dir/LOCK (checkpoint_lock.h)
   int64_t checkpoint_every = 0;  // also checkpoint every N steps (0: per epoch only)
   int keep_checkpoints = 2;      // complete checkpoints kept on disk
   ResumeMode resume = ResumeMode::kLatest;

@@ -2,6 +2,7 @@
 // naming the file and the field, a non-zero exit, never an abort. Each case
 // damages a copy of a real 2-rank PowerSGD checkpoint and resumes from it.
 #include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <string>
 
@@ -36,13 +37,14 @@ class TrainCheckpointCorruptionTest : public ::testing::Test {
 
   // A copy of the pristine checkpoints, damaged by `damage(step_dir)` in
   // the folder of step 6 (the one `latest` names); then a resume.
+  // `env` (VAR=value ...) goes before the command.
   RunResult resume_after(const std::string& name,
                          const std::function<void(const std::string&)>& damage,
-                         const std::string& extra_flags = "") {
+                         const std::string& extra_flags = "", const std::string& env = "") {
     const std::string dir = fresh_dir("corrupt_" + name);
     EXPECT_EQ(run_command("cp -a " + *pristine_ + "/. " + dir).exit_code, 0);
     damage(dir + "/step-00000006");
-    return run_command(std::string(kTrainBinary) + kFlags + " --max_steps=8 --checkpoint_dir=" +
+    return run_command(env + " " + kTrainBinary + kFlags + " --max_steps=8 --checkpoint_dir=" +
                        dir + extra_flags);
   }
 
@@ -78,6 +80,11 @@ void flip_bit(const std::string& path, long offset_from_start_or_end) {
   ASSERT_LT(at, s.size());
   s[at] ^= 0x10;
   write_file(path, s);
+}
+
+std::string test_tmpdir() {
+  const char* tmp = getenv("TEST_TMPDIR");
+  return tmp != nullptr ? tmp : "/tmp";
 }
 
 void truncate_to_half(const std::string& path) {
@@ -187,6 +194,60 @@ TEST_F(TrainCheckpointCorruptionTest, AutoFallsBackToThePreviousCompleteCheckpoi
       << r.output;
   EXPECT_NE(r.output.find("resumed from"), std::string::npos);
   EXPECT_NE(r.output.find("step-00000005: epoch 2, step 5"), std::string::npos) << r.output;
+}
+
+// Issue 33 point 11: an I/O error is no proof of damage. Reading step 6's
+// state.bin fails with EIO: --resume=auto stops naming the file and the
+// error instead of falling back, and leaves every checkpoint as it was;
+// once the storage reads again the next run resumes from step 6.
+TEST_F(TrainCheckpointCorruptionTest, AutoStopsOnAnIoErrorWithoutFallingBack) {
+  const std::string dir = test_tmpdir() + "/corrupt_eio";
+  RunResult r = resume_after(
+      "eio", [](const std::string&) {}, " --resume=auto",
+      "DDPX_CHECKPOINT_READ_EIO=step-00000006/state.bin");
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+  EXPECT_NE(r.output.find("resume from " + dir + "/step-00000006 stopped (not proof that it is "
+                          "damaged, so no fallback to an older checkpoint): read(" + dir +
+                          "/step-00000006/state.bin): Input/output error"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("falling back"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("resumed from"), std::string::npos) << r.output;
+  EXPECT_EQ(read_file(dir + "/latest"), "step-00000006\n");
+  EXPECT_EQ(run_command("ls " + dir).output,
+            "LOCK\nlatest\nstep-00000005\nstep-00000006\n");
+  RunResult again = run_command(std::string(kTrainBinary) + kFlags +
+                                " --max_steps=8 --resume=auto --checkpoint_dir=" + dir);
+  EXPECT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_NE(again.output.find("resumed from " + dir + "/step-00000006: epoch 2, step 6"),
+            std::string::npos)
+      << again.output;
+}
+
+// Issue 33 point 11: after falling back from the damaged step 6 to step 5,
+// the run saves steps 6 and 8 of its own; the damaged step 6 is kept, set
+// aside byte for byte, never pruned or overwritten.
+TEST_F(TrainCheckpointCorruptionTest, AutoFallbackKeepsTheNewerCheckpoint) {
+  const std::string dir = test_tmpdir() + "/corrupt_keep_newer";
+  std::string damaged_state;
+  RunResult r = resume_after(
+      "keep_newer",
+      [&](const std::string& d) {
+        flip_bit(d + "/state.bin", 400);
+        damaged_state = read_file(d + "/state.bin");
+      },
+      " --resume=auto");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("step-00000005: epoch 2, step 5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(dir + "/step-00000006 is newer than step-00000005, which this run "
+                          "resumed from: kept as " + dir + "/step-00000006.not-resumed"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(run_command("ls " + dir).output,
+            "LOCK\nlatest\nstep-00000006\nstep-00000006.not-resumed\nstep-00000008\n");
+  EXPECT_TRUE(read_file(dir + "/step-00000006.not-resumed/state.bin") == damaged_state);
+  EXPECT_FALSE(read_file(dir + "/step-00000006.not-resumed/MANIFEST").empty());
+  EXPECT_EQ(read_file(dir + "/latest"), "step-00000008\n");
 }
 
 TEST_F(TrainCheckpointCorruptionTest, DamagedLatestPointerIsRefusedNaming) {

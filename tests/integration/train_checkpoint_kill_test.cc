@@ -4,14 +4,8 @@
 // resume must continue from the last complete checkpoint and end bit for bit
 // where an uninterrupted run ends: model, optimizer, hook state, every
 // logged loss and the epoch's train_loss. Never mixed state.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <chrono>
-#include <cstdlib>
+#include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -32,38 +26,14 @@ std::string common_flags(const std::string& hook) {
          " --checkpoint_every=2 --log_every=1000 --timeout_s=60 --hook='" + hook + "'";
 }
 
-bool file_exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
-
-// Starts `command` in its own process group with DDPX_CHECKPOINT_STOP_AT set,
-// waits until the chosen rank has stopped at the point, then kills the whole
-// group with SIGKILL. False if the job ended before reaching the point.
+// Starts the job stopped at the point, then kills it whole with SIGKILL.
+// False if the job ended before reaching the point.
 bool run_and_kill_at(const std::string& command, const std::string& stop_at,
                      const std::string& marker, std::string* log) {
-  const pid_t pid = fork();
-  if (pid == 0) {
-    setsid();
-    setenv("DDPX_CHECKPOINT_STOP_AT", stop_at.c_str(), 1);
-    execl("/bin/sh", "sh", "-c", (command + " > " + *log + " 2>&1").c_str(), nullptr);
-    _exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  bool reached = false;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (file_exists(marker)) {
-      reached = true;
-      break;
-    }
-    if (waitpid(pid, nullptr, WNOHANG) == pid) break;  // ended without stopping
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  kill(-pid, SIGKILL);  // the shell, the launcher and both ranks
-  waitpid(pid, nullptr, 0);
-  // Ranks are reparented once the launcher dies; wait until none is left
-  // (bounded: where nobody reaps orphans, their zombies would stay).
-  for (int i = 0; i < 1000 && kill(-pid, 0) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  const pid_t pid = start_stopped_at(command, stop_at, marker, *log);
+  if (pid > 0) kill_job(pid);
   *log = read_file(*log);
-  return reached;
+  return pid > 0;
 }
 
 // state.bin without its wall_seconds field (bytes 52..59 of the header).

@@ -151,7 +151,7 @@ TEST(TrainResumeTest, KeepsTheLastKCheckpoints) {
   ASSERT_EQ(run_command(kSmall + " --checkpoint_every=1 --max_steps=7 --keep_checkpoints=3"
                         " --checkpoint_dir=" + dir).exit_code, 0);
   RunResult ls = run_command("ls " + dir);
-  EXPECT_EQ(ls.output, "latest\nstep-00000005\nstep-00000006\nstep-00000007\n");
+  EXPECT_EQ(ls.output, "LOCK\nlatest\nstep-00000005\nstep-00000006\nstep-00000007\n");
   EXPECT_EQ(read_file(dir + "/latest"), "step-00000007\n");
 }
 

@@ -2,12 +2,16 @@
 
 #include "examples/launcher/launcher.h"
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
 #include "gtest/gtest.h"
 
@@ -46,6 +50,34 @@ std::string run_ranks(const std::string& dir, int world,
   }
   script += "cat " + dir + "/r*.log";
   return run_command("bash -c '" + script + "'").output;
+}
+
+pid_t start_stopped_at(const std::string& command, const std::string& stop_at,
+                       const std::string& marker, const std::string& log_path) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    setsid();
+    setenv("DDPX_CHECKPOINT_STOP_AT", stop_at.c_str(), 1);
+    execl("/bin/sh", "sh", "-c", (command + " > " + log_path + " 2>&1").c_str(), nullptr);
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (access(marker.c_str(), F_OK) == 0) return pid;
+    if (waitpid(pid, nullptr, WNOHANG) == pid) return -1;  // ended without stopping
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  kill_job(pid);
+  return -1;
+}
+
+void kill_job(pid_t pgid) {
+  kill(-pgid, SIGKILL);  // the shell, the launcher and every rank
+  waitpid(pgid, nullptr, 0);
+  // Ranks are reparented once the launcher dies; wait until none is left
+  // (bounded: where nobody reaps orphans, their zombies would stay).
+  for (int i = 0; i < 1000 && kill(-pgid, 0) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
 
 int free_port() { return launcher::pick_free_port(); }

@@ -2,6 +2,8 @@
 #ifndef DDPX_TESTS_INTEGRATION_TRAIN_RUNNER_H_
 #define DDPX_TESTS_INTEGRATION_TRAIN_RUNNER_H_
 
+#include <sys/types.h>
+
 #include <functional>
 #include <map>
 #include <string>
@@ -31,6 +33,18 @@ std::string run_ranks(const std::string& dir, int world,
 
 // A loopback TCP port that was free a moment ago (for --init=tcp://).
 int free_port();
+
+// Starts `command` through /bin/sh in its own process group, output to
+// `log_path`, with DDPX_CHECKPOINT_STOP_AT=`stop_at`
+// (examples/trainer/checkpoint_fault.h), and waits (up to 60 s) until the
+// stopped rank has created `marker`. Returns the group's id, with the job
+// stopped there; -1 (job reaped) when it ended without stopping.
+pid_t start_stopped_at(const std::string& command, const std::string& stop_at,
+                       const std::string& marker, const std::string& log_path);
+
+// SIGKILLs the whole process group `pgid` (shell, launcher, ranks) and waits
+// until none of it is left.
+void kill_job(pid_t pgid);
 
 // One JSON line of --metrics_out, numbers and strings as text.
 using MetricsLine = std::map<std::string, std::string>;
