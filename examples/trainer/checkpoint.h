@@ -7,12 +7,15 @@
 //   step-00000045/MANIFEST           written last: step, world size, each
 //                                    file's size and CRC32C
 //   latest                           "step-00000045\n", replaced atomically
+//   LOCK                             the job that owns the folder
+//                                    (checkpoint_lock.h; rank 0 holds it)
 //
 // save_checkpoint (every rank calls it): rank 0 prepares the step's folder;
 // every rank writes its files (temporary name, fsync, rename); the ranks
 // agree through the process group that all files are on disk, with their
 // sizes and checksums; only then rank 0 writes the MANIFEST, then `latest`,
-// then removes all but the newest --keep_checkpoints complete checkpoints. A
+// then removes all but the newest --keep_checkpoints complete checkpoints up
+// to this step (never a complete one past it) and incomplete folders. A
 // folder without a MANIFEST is incomplete and never resumed from, so a crash
 // at any instant leaves the checkpoint `latest` names (or the newest
 // complete one before the first `latest`) whole and usable.
@@ -22,7 +25,13 @@
 // every file's size and CRC32C, every header field against the run
 // (checkpoint_format.h), and the hook's identity and iteration. Any failure
 // is one line naming the file and the field; with ResumeMode::kAuto the
-// ranks fall back together to the previous complete checkpoint instead.
+// ranks fall back together to the previous complete checkpoint instead, but
+// only when the failure proves damage (checksum or size, a missing file, a
+// header or manifest that does not parse or fit): an I/O error, or a
+// checkpoint of another world size or hook, stops the resume with its
+// message in either mode. After resuming from step S, rank 0 renames every
+// complete checkpoint newer than S to step-N.not-resumed, out of reach of
+// pruning and of this run's saves of the same steps.
 #ifndef DDPX_EXAMPLES_TRAINER_CHECKPOINT_H_
 #define DDPX_EXAMPLES_TRAINER_CHECKPOINT_H_
 
@@ -43,7 +52,8 @@ namespace ddpx::trainer {
 
 enum class ResumeMode {
   kLatest,  // the checkpoint `latest` names; refuse if it does not validate
-  kAuto,    // that one, else the newest older complete one that validates
+  kAuto,    // that one, else the newest older complete one that validates;
+            // only proved damage falls back (see above)
 };
 // "latest" or "auto"; the error names the flag and the choices.
 absl::StatusOr<ResumeMode> parse_resume_mode(const std::string& text);
