@@ -56,8 +56,10 @@ absl::Status copy_into_bucket(const FlatBucket& bucket, const std::vector<Tensor
   return absl::OkStatus();
 }
 
-absl::Status copy_out_of_bucket(const FlatBucket& bucket, const std::vector<Tensor>& tensors) {
+absl::Status copy_out_of_bucket(const FlatBucket& bucket, const std::vector<Tensor>& tensors,
+                                const std::vector<bool>& written) {
   for (size_t k = 0; k < bucket.members.size(); ++k) {
+    if (!written.empty() && !written.at(bucket.members[k])) continue;
     if (absl::Status s = tensors.at(bucket.members[k]).copy_from(bucket.views[k]); !s.ok()) {
       return s;
     }

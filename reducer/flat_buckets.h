@@ -32,9 +32,11 @@ absl::StatusOr<std::vector<FlatBucket>> make_flat_buckets(
 // GradientSpecs (numel, dtype, device) of `tensors`.
 std::vector<GradientSpec> gradient_specs(const std::vector<Tensor>& tensors);
 
-// Copies tensors[members[k]] into views[k] for every member, or back.
+// Copies tensors[members[k]] into views[k] for every member, or back. Back:
+// when `written` is not empty, only members m with written[m] are.
 absl::Status copy_into_bucket(const FlatBucket& bucket, const std::vector<Tensor>& tensors);
-absl::Status copy_out_of_bucket(const FlatBucket& bucket, const std::vector<Tensor>& tensors);
+absl::Status copy_out_of_bucket(const FlatBucket& bucket, const std::vector<Tensor>& tensors,
+                                const std::vector<bool>& written = {});
 
 }  // namespace ddpx
 

@@ -64,6 +64,8 @@ Reducer::Reducer(ModelParameters& model, std::shared_ptr<ProcessGroup> pg,
       variables_(std::move(variables)),
       variable_of_param_(model.num_parameters(), -1) {
   for (size_t v = 0; v < variables_.size(); ++v) variable_of_param_[variables_[v]] = static_cast<int>(v);
+  used_.assign(variables_.size(), false);
+  globally_used_.assign(variables_.size(), true);
   stats_.active_ranks = pg_->size();
   stats_.hook = "default (allreduce)";
 }
@@ -261,6 +263,7 @@ absl::Status Reducer::mark_ready(size_t param_index) {
         "mark_ready: parameter '", variable(*v).name, "' (index ", param_index,
         ") was marked ready twice in one backward pass"));
   }
+  used_[*v] = true;
   return mark_variable_ready(*v);
 }
 
@@ -378,8 +381,33 @@ absl::Status Reducer::write_back() {
     }
     if (absl::Status s = bucket.flat.buffer.copy_from(*result); !s.ok()) return s;
     if (!options_.gradient_as_bucket_view) {
-      if (absl::Status s = copy_out_of_bucket(bucket.flat, variable_grads()); !s.ok()) return s;
+      // A parameter no rank used keeps its grad as it was (torch's rule).
+      if (absl::Status s = copy_out_of_bucket(bucket.flat, variable_grads(), globally_used_);
+          !s.ok()) {
+        return s;
+      }
     }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Reducer::exchange_used(const std::vector<bool>& used) {
+  // After every bucket completed: hooks issue collectives from their
+  // futures' callbacks, and this one must come after them on every rank.
+  const size_t n = variables_.size();
+  Tensor counts = Tensor::zeros({std::max<int64_t>(static_cast<int64_t>(n), 1)}, DType::kInt32);
+  for (size_t v = 0; v < n; ++v) counts.data_as<int32_t>()[v] = used[v] ? 1 : 0;
+  absl::Status s = run_control_collective(
+      counts, control_device(model_),
+      [this](const Tensor& t) { return pg_->allreduce({t}); }, wait_timeout());
+  if (!s.ok()) {
+    return absl::Status(s.code(), absl::StrCat(
+        "find_unused_parameters: exchanging which parameters each rank used: ", s.message()));
+  }
+  globally_unused_.clear();
+  for (size_t v = 0; v < n; ++v) {
+    globally_used_[v] = counts.data_as<int32_t>()[v] != 0;
+    if (!globally_used_[v]) globally_unused_.push_back(variables_[v]);
   }
   return absl::OkStatus();
 }
@@ -461,6 +489,7 @@ absl::Status Reducer::restore_rebuilt_order(const std::vector<size_t>& order) {
 
 void Reducer::end_step() {
   in_step_ = false;
+  if (step_syncs_) used_.assign(used_.size(), false);
   for (Bucket& b : buckets_) {
     b.result = nullptr;
     b.grad_bucket = nullptr;
@@ -512,7 +541,8 @@ absl::Status Reducer::finalize_backward() {
   double waited = 0;
   absl::Status status = wait_launched(&waited);
   waited = seconds_since(wait_start);
-  uint64_t sent = pg_->counters().payload_bytes.load() - payload_at_start_;
+  uint64_t sent = pg_->counters().payload_bytes.load() - payload_at_start_;  // the buckets'
+  if (status.ok() && options_.find_unused_parameters) status = exchange_used(used_);
   if (status.ok()) status = write_back();
   uint64_t grad_bytes = 0;
   for (const Bucket& b : buckets_) grad_bytes += b.flat.buffer.nbytes();
@@ -565,6 +595,9 @@ absl::Status Reducer::shadow_step() {
   for (size_t b = 0; b < results.size(); ++b) {
     absl::Status s = results[b]->wait(wait_timeout());
     if (!s.ok() && first_error.ok()) first_error = s;
+  }
+  if (first_error.ok() && options_.find_unused_parameters) {
+    first_error = exchange_used(std::vector<bool>(variables_.size(), false));  // used nothing
   }
   if (!first_error.ok()) {
     return absl::Status(first_error.code(),

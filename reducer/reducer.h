@@ -24,8 +24,13 @@
 // finalize_backward() is marked ready then with its current local gradient
 // (zero after zero_grad(), or what no_sync steps accumulated), and
 // prepare_for_backward(unused) marks known-unused ones at the start so their
-// buckets need not wait for finalize. Without the flag, finalize_backward()
-// fails naming the parameters that got no gradient.
+// buckets need not wait for finalize. finalize_backward() then allreduces
+// which parameters each rank used (marked through mark_ready, in this step
+// or the no_sync steps before it): one that some rank used gets the average;
+// one that no rank used keeps its grad exactly as it was (torch's rule, so
+// weight decay and momentum treat it as torch's optimizers treat an
+// untouched grad). Without the flag, finalize_backward() fails naming the
+// parameters that got no gradient.
 //
 // The reducer is driven from one thread (the one running backward); hooks'
 // futures may complete on communication threads.
@@ -131,6 +136,9 @@ class Reducer {
   bool buckets_rebuilt() const { return rebuilt_; }
   // Stats of the last synchronized step.
   const ReducerStats& last_stats() const { return stats_; }
+  // With find_unused_parameters: the model parameter indices no rank used
+  // in the last synchronized step (their grads were left as they were).
+  const std::vector<size_t>& globally_unused() const { return globally_unused_; }
   ProcessGroup& process_group() { return *pg_; }
   const ReducerOptions& options() const { return options_; }
 
@@ -166,6 +174,8 @@ class Reducer {
   std::shared_ptr<Future<Tensor>> run_hook(GradBucket& bucket);
   // Waits for every launched bucket; returns the first error.
   absl::Status wait_launched(double* waited_seconds);
+  // Allreduces used_ (find_unused_parameters); fills globally_unused_.
+  absl::Status exchange_used(const std::vector<bool>& used);
   absl::Status write_back();
   absl::Status rebuild_buckets();
   void end_step();
@@ -188,6 +198,11 @@ class Reducer {
   bool rebuilt_ = false;
   std::vector<size_t> ready_order_;      // first synchronized step only
   std::vector<size_t> rebuilt_order_;    // variable indices, after the rebuild
+  // Per variable: marked through mark_ready since the last synchronized
+  // step (no_sync steps included), as torch's local_used_map.
+  std::vector<bool> used_;
+  std::vector<bool> globally_used_;      // the last synchronized step's
+  std::vector<size_t> globally_unused_;  // model parameter indices
 
   // Per step.
   bool in_step_ = false;

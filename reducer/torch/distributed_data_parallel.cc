@@ -15,11 +15,14 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/nn/module.h>
+#include <torch/nn/modules/embedding.h>
 #include <torch/serialize/archive.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
+#include <unordered_set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -117,6 +120,43 @@ at::Tensor as_torch(const Tensor& t) {
       at::TensorOptions().dtype(to_torch(t.dtype())).device(to_torch(t.device())));
 }
 
+// The module's parameters, each tensor once, under the first name it has
+// (what Python's named_parameters() lists): a tensor registered under two
+// names, C++'s way of tying weights, is one parameter with one gradient.
+std::vector<std::pair<std::string, at::Tensor>> distinct_parameters(::torch::nn::Module& module) {
+  std::vector<std::pair<std::string, at::Tensor>> out;
+  std::unordered_set<const c10::TensorImpl*> seen;
+  for (const auto& item : module.named_parameters(/*recurse=*/true)) {
+    if (seen.insert(item.value().unsafeGetTensorImpl()).second) {
+      out.emplace_back(item.key(), item.value());
+    }
+  }
+  return out;
+}
+
+// The name of a parameter of `module` that gets sparse gradients (an
+// Embedding or EmbeddingBag built with sparse(true)), or empty. ddpx's
+// buckets hold dense gradients only.
+std::string sparse_gradient_parameter(::torch::nn::Module& module) {
+  for (const auto& item : module.named_modules(/*name_prefix=*/"", /*include_self=*/true)) {
+    bool sparse = false;
+    if (auto* e = dynamic_cast<::torch::nn::EmbeddingImpl*>(item.value().get())) {
+      sparse = e->options.sparse() && e->weight.requires_grad();
+    } else if (auto* b = dynamic_cast<::torch::nn::EmbeddingBagImpl*>(item.value().get())) {
+      sparse = b->options.sparse() && b->weight.requires_grad();
+    }
+    if (sparse) return item.key().empty() ? "weight" : item.key() + ".weight";
+  }
+  return "";
+}
+
+std::string sparse_gradient_message(const std::string& name) {
+  return absl::StrCat(
+      "parameter '", name, "' gets sparse gradients (an Embedding or EmbeddingBag with "
+      "sparse(true), or a sparse embedding in forward); ddpx's DDP reduces dense gradients "
+      "only: build it with sparse(false)");
+}
+
 // For a CUDA module: makes torch's current stream of its device ddpx's
 // current stream while DDP runs ddpx code. ddpx's NCCL backend starts each
 // collective after the caller's current stream has reached it and makes that
@@ -159,6 +199,11 @@ struct DistributedDataParallel::Impl {
     bool trainable = false;
     // Copy mode: the torch gradient ddpx's Parameter::grad borrows.
     at::Tensor grad_ref;
+    // Unused on this rank in a synchronized step while .grad() is
+    // undefined: the zero gradient it contributes (copy mode), or its
+    // zeroed bucket view. It becomes .grad() only if another rank used the
+    // parameter; if none did, .grad() stays undefined (torch's rule).
+    at::Tensor unused_grad;
   };
   struct Buf {
     std::string name;
@@ -207,8 +252,11 @@ struct DistributedDataParallel::Impl {
   // Makes ddpx's view of gradient i match torch's .grad() (now final for
   // this backward pass); `unused`: the parameter got no gradient.
   void sync_grad(size_t i, bool unused);
-  // Bucket views: each .grad() is its view (after construction, a rebuild,
-  // or .grad() set to none).
+  // After a synchronized step: the unused_grads of parameters some rank
+  // used become their .grad()s.
+  void adopt_unused_grads(bool step_ok);
+  // Bucket views: each defined .grad() is its view (after construction, a
+  // rebuild, or .grad() set to none); an undefined one stays undefined.
   void point_grads_at_views();
   void lay_out_buffer_bytes();
   absl::Status broadcast_buffers();
@@ -244,7 +292,8 @@ void DistributedDataParallel::Impl::remove_hooks() {
 }
 
 void DistributedDataParallel::Impl::check_module_unchanged() {
-  std::vector<at::Tensor> now = module->parameters(/*recurse=*/true);
+  std::vector<at::Tensor> now;
+  for (auto& item : distinct_parameters(*module)) now.push_back(std::move(item.second));
   std::string problem;
   if (now.size() != params.size()) {
     problem = absl::StrCat("it has ", now.size(), " parameters, it had ", params.size());
@@ -306,29 +355,47 @@ void DistributedDataParallel::Impl::sync_grad(size_t i, bool unused) {
   Param& p = params[i];
   Parameter& mirrored = mirror.parameter(i);
   at::Tensor& grad = p.tensor.mutable_grad();
+  if (grad.defined() && grad.layout() != c10::kStrided) fail(sparse_gradient_message(p.name));
+  if (!grad.defined() && !unused) {
+    fail(absl::StrCat("parameter '", p.name, "' has no gradient after its hook"));
+  }
   if (options.gradient_as_bucket_view) {
     const Tensor& view = mirrored.grad;  // the reducer's view into a bucket
     if (grad.defined() && grad.data_ptr() == view.data()) return;
     at::Tensor as_view = as_torch(view);
     if (grad.defined()) {
       as_view.copy_(grad);
+      grad = as_view;
     } else {
-      as_view.zero_();  // holds the last step's average
+      as_view.zero_();  // held the last step's average
+      p.unused_grad = as_view;
     }
-    grad = as_view;
     return;
   }
   if (!grad.defined()) {
-    if (!unused) fail(absl::StrCat("parameter '", p.name, "' has no gradient after its hook"));
-    grad = at::zeros_like(p.tensor, at::MemoryFormat::Contiguous);
+    p.unused_grad = at::zeros_like(p.tensor, at::MemoryFormat::Contiguous);
   } else if (!grad.is_contiguous()) {
     grad = grad.contiguous();
   }
-  if (mirrored.grad.data() != grad.data_ptr()) {
-    absl::StatusOr<Tensor> b = borrow(grad, "gradient of '" + p.name + "'");
+  const at::Tensor& contributed = grad.defined() ? grad : p.unused_grad;
+  if (mirrored.grad.data() != contributed.data_ptr()) {
+    absl::StatusOr<Tensor> b = borrow(contributed, "gradient of '" + p.name + "'");
     if (!b.ok()) fail(std::string(b.status().message()));
     mirrored.grad = *b;
-    p.grad_ref = grad;
+    p.grad_ref = contributed;
+  }
+}
+
+void DistributedDataParallel::Impl::adopt_unused_grads(bool step_ok) {
+  const std::vector<size_t>& unused_everywhere = core->reducer().globally_unused();
+  for (size_t i = 0; i < params.size(); ++i) {
+    Param& p = params[i];
+    if (!p.unused_grad.defined()) continue;
+    if (step_ok && std::find(unused_everywhere.begin(), unused_everywhere.end(), i) ==
+                       unused_everywhere.end()) {
+      p.tensor.mutable_grad() = p.unused_grad;  // holds the average now
+    }
+    p.unused_grad = at::Tensor();
   }
 }
 
@@ -338,7 +405,7 @@ void DistributedDataParallel::Impl::point_grads_at_views() {
     if (!params[i].trainable) continue;
     at::Tensor& grad = params[i].tensor.mutable_grad();
     const Tensor& view = mirror.parameter(i).grad;
-    if (!grad.defined() || grad.data_ptr() != view.data()) grad = as_torch(view);
+    if (grad.defined() && grad.data_ptr() != view.data()) grad = as_torch(view);
   }
 }
 
@@ -367,10 +434,13 @@ void DistributedDataParallel::Impl::finalize_step(uint64_t gen) {
   if (!step_active || gen != generation) return;  // abandoned meanwhile
   step_active = false;
   TorchStreamScope stream(device);
-  for (size_t i = 0; i < params.size(); ++i) {
-    if (params[i].trainable && !marked[i]) sync_grad(i, /*unused=*/true);
+  if (step_syncs) {
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (params[i].trainable && !marked[i]) sync_grad(i, /*unused=*/true);
+    }
   }
   absl::Status s = core->finalize_backward();
+  adopt_unused_grads(s.ok());
   point_grads_at_views();  // buckets may have been rebuilt
   if (!s.ok()) fail(std::string(s.message()));
   if (step_syncs && options.broadcast_buffers && !join_active) {
@@ -432,10 +502,13 @@ absl::StatusOr<std::unique_ptr<DistributedDataParallel>> DistributedDataParallel
     }
     return absl::OkStatus();
   };
-  for (const auto& item : module->named_parameters(/*recurse=*/true)) {
+  if (std::string name = sparse_gradient_parameter(*module); !name.empty()) {
+    return absl::InvalidArgumentError("DDP: " + sparse_gradient_message(name));
+  }
+  for (auto& [name, tensor] : distinct_parameters(*module)) {
     Impl::Param p;
-    p.name = item.key();
-    p.tensor = item.value();
+    p.name = name;
+    p.tensor = tensor;
     if (absl::Status s = check_device(p.tensor, "parameter '" + p.name + "'"); !s.ok()) return s;
     p.impl = p.tensor.unsafeGetTensorImpl();
     p.data = p.tensor.data_ptr();

@@ -65,8 +65,12 @@ struct DDPOptions {
   // copied into its view by the next backward.
   bool gradient_as_bucket_view = false;
   // Parameters that get no gradient in a backward pass (not in the graph)
-  // are reduced with their current local gradient (zero after zero_grad, or
-  // a zero tensor if .grad() is undefined) instead of failing the step.
+  // no longer fail the step, as in torch's DDP: a parameter this rank did
+  // not use contributes its current local gradient (zero after zero_grad,
+  // zeros if .grad() is undefined) to the average, which it gets if some
+  // rank used it; a parameter no rank used keeps its .grad() as it was
+  // (undefined stays undefined, so optimizers skip it: no weight decay, no
+  // momentum step).
   bool find_unused_parameters = false;
   // At the end of every synchronized step, rank 0's buffers (e.g. batch
   // norm running statistics) are broadcast to every rank (torch does it at
@@ -91,9 +95,14 @@ class DDPError : public std::runtime_error {
 class DistributedDataParallel {
  public:
   // Collective: every rank of `pg` calls it with its replica of the model.
-  // Errors name the first parameter that differs between ranks (shape,
-  // dtype, count), tensors on two devices or on one this build does not
-  // take, a parameter that is not contiguous, a bad hook spec.
+  // A tensor registered under several names (tied weights) is one parameter,
+  // under its first name, as in Python's named_parameters(); give the
+  // optimizer each tensor once too. Errors name the first parameter that
+  // differs between ranks (shape, dtype, count), tensors on two devices or
+  // on one this build does not take, a parameter that is not contiguous, a
+  // parameter with sparse gradients (Embedding or EmbeddingBag with
+  // sparse(true); a sparse gradient met in backward is a DDPError naming
+  // it), a bad hook spec.
   static absl::StatusOr<std::unique_ptr<DistributedDataParallel>> create(
       std::shared_ptr<::torch::nn::Module> module, std::shared_ptr<ProcessGroup> pg,
       const DDPOptions& options = {});
@@ -139,8 +148,8 @@ class DistributedDataParallel {
   // The hook's iteration counter (CommHook::state_iteration), -1 if none.
   int64_t hook_iteration() const;
 
-  // Parameter names (module->named_parameters() order): index i of
-  // ReducerStats, errors and bucket_assignment().
+  // Parameter names (module->named_parameters() order, each tensor once):
+  // index i of ReducerStats, errors and bucket_assignment().
   const std::vector<std::string>& parameter_names() const;
   // Parameter names per bucket, in launch order (changes once, after the
   // first synchronized step, to the order gradients became ready).

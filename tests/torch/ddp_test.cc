@@ -3,7 +3,9 @@
 // tensors (tests/reducer/), through autograd's hooks.
 #include <torch/csrc/autograd/custom_function.h>
 #include <torch/nn/functional/activation.h>
+#include <torch/nn/functional/embedding.h>
 #include <torch/nn/functional/loss.h>
+#include <torch/nn/modules/embedding.h>
 #include <torch/nn/modules/linear.h>
 #include <torch/optim/sgd.h>
 #include <torch/serialize/archive.h>
@@ -54,6 +56,34 @@ class TinyNetImpl : public ::torch::nn::Module {
   ::torch::nn::Linear fc1{nullptr}, fc2{nullptr}, extra{nullptr};
 };
 TORCH_MODULE(TinyNet);
+
+// An Embedding with sparse(true), or (functional) a parameter that forward
+// gives a sparse gradient through F::embedding.
+class SparseEmbeddingNetImpl : public ::torch::nn::Module {
+ public:
+  explicit SparseEmbeddingNetImpl(bool functional) : functional_(functional) {
+    if (functional) {
+      table = register_parameter("table", at::randn({10, 4}));
+    } else {
+      emb = register_module("emb", ::torch::nn::Embedding(
+                                       ::torch::nn::EmbeddingOptions(10, 4).sparse(true)));
+    }
+    head = register_module("head", ::torch::nn::Linear(4, 3));
+  }
+  at::Tensor forward(const at::Tensor& tokens) {
+    at::Tensor e = functional_
+                       ? F::embedding(tokens, table, F::EmbeddingFuncOptions().sparse(true))
+                       : emb(tokens);
+    return head(e);
+  }
+  at::Tensor table;
+  ::torch::nn::Embedding emb{nullptr};
+  ::torch::nn::Linear head{nullptr};
+
+ private:
+  bool functional_;
+};
+TORCH_MODULE(SparseEmbeddingNet);
 
 }  // namespace
 
@@ -301,7 +331,7 @@ TEST(TorchDdp, UnusedParametersAreReportedOrNamedInTheError) {
     auto [x, y] = tiny_batch(0, pg->rank());
     F::cross_entropy(model->forward(x, /*use_extra=*/false), y).backward();
     EXPECT_EQ((*ddp)->stats().unused_parameters, 2u);  // extra.weight, extra.bias
-    EXPECT_EQ(model->extra->weight.grad().abs().sum().item<float>(), 0.0f);
+    EXPECT_FALSE(model->extra->weight.grad().defined()) << "unused everywhere: left undefined";
     F::cross_entropy(model->forward(x, /*use_extra=*/true), y).backward();
     EXPECT_EQ((*ddp)->stats().unused_parameters, 0u);
   });
@@ -322,6 +352,98 @@ TEST(TorchDdp, UnusedParametersAreReportedOrNamedInTheError) {
     model->zero_grad();
     F::cross_entropy(model->forward(x), y).backward();
     EXPECT_EQ((*ddp)->stats().step, 1u);
+  });
+}
+
+// torch's rule (its reducer's local_used_map): a parameter some rank used
+// gets the average, this rank's share being its current local gradient; one
+// no rank used keeps its .grad() as it was, undefined or not.
+TEST(TorchDdp, UnusedGradientFollowsTorchsRule) {
+  for (bool view : {false, true}) {
+    SCOPED_TRACE(view ? "bucket views" : "copies");
+    run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+      const int rank = pg->rank();
+      TinyNet model = make_tiny();
+      DDPOptions o;
+      o.find_unused_parameters = true;
+      o.gradient_as_bucket_view = view;
+      auto ddp = DistributedDataParallel::create(model, pg, o);
+      ASSERT_TRUE(ddp.ok()) << ddp.status();
+      // Before any backward .grad() is undefined, bucket views or not.
+      EXPECT_FALSE(model->extra->weight.grad().defined());
+      auto [x, y] = tiny_batch(0, rank);
+
+      // Only rank 1 uses `extra`: rank 0's undefined grad contributes zero
+      // and becomes the average.
+      F::cross_entropy(model->forward(x, /*use_extra=*/rank == 1), y).backward();
+      ASSERT_TRUE(model->extra->weight.grad().defined()) << "rank " << rank;
+      at::Tensor avg = model->extra->weight.grad().clone();
+      EXPECT_GT(avg.abs().sum().item<float>(), 0.0f);
+      std::vector<float> mine(avg.data_ptr<float>(), avg.data_ptr<float>() + avg.numel());
+      std::vector<float> other(mine.size());
+      {
+        Tensor t = Tensor::from_blob(mine.data(), {static_cast<int64_t>(mine.size())},
+                                     DType::kFloat32, Device::cpu());
+        ASSERT_TRUE(pg->allreduce({t})->wait().ok());  // the sum of both ranks' averages
+      }
+      for (size_t i = 0; i < mine.size(); ++i) {
+        EXPECT_EQ(mine[i], 2 * avg.data_ptr<float>()[i]) << "ranks differ at " << i;
+      }
+
+      // Unused everywhere after zero_grad(set_to_none): stays undefined.
+      model->zero_grad(/*set_to_none=*/true);
+      F::cross_entropy(model->forward(x, /*use_extra=*/false), y).backward();
+      EXPECT_FALSE(model->extra->weight.grad().defined()) << "rank " << rank;
+      EXPECT_TRUE(model->fc1->weight.grad().defined());
+
+      // Unused everywhere, .grad() holding a value of its own on each rank:
+      // kept as it is with copies; with bucket views torch copies it into
+      // the view, which the allreduce averages.
+      model->extra->weight.mutable_grad() = at::full({3, 8}, 5.0f + rank);
+      F::cross_entropy(model->forward(x, /*use_extra=*/false), y).backward();
+      ASSERT_TRUE(model->extra->weight.grad().defined());
+      EXPECT_EQ(model->extra->weight.grad().min().item<float>(), view ? 5.5f : 5.0f + rank);
+      EXPECT_EQ(model->extra->weight.grad().max().item<float>(), view ? 5.5f : 5.0f + rank);
+
+      // Unused in no_sync steps and in the step after: stays undefined.
+      model->zero_grad(/*set_to_none=*/true);
+      {
+        auto guard = (*ddp)->no_sync();
+        F::cross_entropy(model->forward(x, /*use_extra=*/false), y).backward();
+        EXPECT_FALSE(model->extra->weight.grad().defined()) << "no_sync step, rank " << rank;
+      }
+      F::cross_entropy(model->forward(x, /*use_extra=*/false), y).backward();
+      EXPECT_FALSE(model->extra->weight.grad().defined()) << "rank " << rank;
+      EXPECT_EQ((*ddp)->stats().unused_parameters, 2u);
+    });
+  }
+}
+
+// Refused at create with the parameter's name; a sparse gradient made in
+// forward some other way is a DDPError naming it.
+TEST(TorchDdp, SparseGradientsAreRefusedNamingTheParameter) {
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+    SparseEmbeddingNet model(/*functional=*/false);
+    auto ddp = DistributedDataParallel::create(model, pg);
+    ASSERT_FALSE(ddp.ok()) << "a module with a sparse Embedding was accepted";
+    EXPECT_EQ(ddp.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_NE(ddp.status().message().find("'emb.weight'"), std::string::npos) << ddp.status();
+    EXPECT_NE(ddp.status().message().find("sparse"), std::string::npos) << ddp.status();
+  });
+  run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
+    SparseEmbeddingNet model(/*functional=*/true);
+    auto ddp = DistributedDataParallel::create(model, pg);
+    ASSERT_TRUE(ddp.ok()) << ddp.status();
+    at::Tensor tokens = at::arange(6, at::kLong).remainder(10);
+    at::Tensor y = at::arange(6, at::kLong).remainder(3);
+    try {
+      F::cross_entropy(model->forward(tokens), y).backward();
+      ADD_FAILURE() << "backward with a sparse gradient should have thrown";
+    } catch (const DDPError& e) {
+      EXPECT_NE(std::string(e.what()).find("'table'"), std::string::npos) << e.what();
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "not a DDPError: " << e.what();
+    }
   });
 }
 
