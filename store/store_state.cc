@@ -18,8 +18,6 @@ namespace {
 
 // Bookkeeping per key besides its bytes (map slot, string header).
 constexpr uint64_t kKeyOverhead = 64;
-// Per key a WAIT registers (the waiter list and the wait's key set).
-constexpr uint64_t kWaitOverhead = 96;
 // An overwrite reuses a value's storage up to this size; a larger one is
 // replaced, so a key once set to megabytes does not keep them.
 constexpr size_t kReusedBytes = 64 << 10;
@@ -63,7 +61,7 @@ bool parse_leading_integer(absl::string_view text, int64_t* value) {
 }
 
 StoreState::StoreState(MemoryMeter* meter, uint64_t output_budget, WakeFn wake)
-    : meter_(meter), output_budget_(output_budget), wake_(std::move(wake)) {}
+    : meter_(meter), output_budget_(output_budget), wake_(std::move(wake)), waits_(meter) {}
 
 absl::Status StoreState::refuse_write(absl::string_view what, absl::string_view key,
                                       uint64_t bytes) const {
@@ -93,7 +91,7 @@ absl::Status StoreState::store(absl::string_view key, absl::string_view value) {
   ValueRef v = std::make_shared<StoredValue>(meter_, value);
   auto inserted = data_.emplace(std::string(key), std::move(v)).first;
   meter_->add(key.size() + kKeyOverhead);
-  key_created(inserted->first);
+  waits_.key_created(inserted->first, wake_);
   return absl::OkStatus();
 }
 
@@ -206,7 +204,7 @@ absl::Status StoreState::apply(ClientId client, const protocol::Request& r,
       return s;
     }
     case QueryType::kCancelWait:
-      cancel_wait(client);
+      waits_.cancel(client);
       reply->u8(static_cast<uint8_t>(WaitResponse::kWaitCanceled));
       return absl::OkStatus();
     case QueryType::kGetNumKeys:
@@ -238,7 +236,7 @@ absl::Status StoreState::apply(ClientId client, const protocol::Request& r,
       w->pos = static_cast<size_t>(r.list.data() - frame);
       w->end = w->pos + r.list.size();
       w->left = r.count;
-      if (r.type == QueryType::kWait) waits_.emplace(client, PendingWait());
+      if (r.type == QueryType::kWait) waits_.begin(client);
       *work = std::move(w);
       return resume(client, frame, reply, work);
     }
@@ -251,7 +249,7 @@ absl::Status StoreState::resume(ClientId client, const char* frame, ReplyQueue* 
   ListWork* w = work->get();
   absl::Status s = step(client, frame, reply, w);
   if (!s.ok()) {
-    if (w->type == QueryType::kWait) cancel_wait(client);
+    if (w->type == QueryType::kWait) waits_.cancel(client);
     work->reset();
     return s;
   }
@@ -261,15 +259,11 @@ absl::Status StoreState::resume(ClientId client, const char* frame, ReplyQueue* 
       reply->u8(static_cast<uint8_t>(w->all_present ? CheckResponse::kReady
                                                     : CheckResponse::kNotReady));
       break;
-    case QueryType::kWait: {
-      auto pending = waits_.find(client);
-      pending->second.registering = false;
-      if (pending->second.missing == 0) {
-        end_wait(client, /*wake=*/false);
+    case QueryType::kWait:
+      if (waits_.finish_registering(client)) {
         reply->u8(static_cast<uint8_t>(WaitResponse::kStopWaiting));
       }
       break;
-    }
     case QueryType::kMultiGet:
       reply->splice(&w->reply);
       break;
@@ -298,26 +292,10 @@ absl::Status StoreState::step(ClientId client, const char* frame, ReplyQueue* re
           list = ListReader();
         }
         break;
-      case QueryType::kWait: {
+      case QueryType::kWait:
         if (data_.find(key) != data_.end()) break;
-        const uint64_t cost = key.size() * 2 + kWaitOverhead;
-        if (!meter_->fits(cost)) {
-          status = absl::ResourceExhaustedError(absl::StrCat(
-              "WAIT refused: registering on more keys would pass the server's "
-              "memory limit of ", meter_->limit(), " bytes"));
-          break;
-        }
-        std::vector<ClientId>& waiting = waiters_[key];
-        // A key named again right after itself counts once.
-        if (!waiting.empty() && waiting.back() == client) break;
-        PendingWait& pending = waits_.find(client)->second;
-        pending.keys.emplace_back(key);
-        waiting.push_back(client);
-        pending.charged += cost;
-        meter_->add(cost);
-        ++pending.missing;
+        status = waits_.add(client, key, list.remaining() + 8 + key.size());
         break;
-      }
       case QueryType::kMultiGet: {
         auto it = data_.find(key);
         status = reply_value(it == data_.end() ? nullptr : &it->second, &w->reply,
@@ -340,44 +318,6 @@ absl::Status StoreState::step(ClientId client, const char* frame, ReplyQueue* re
   return absl::OkStatus();
 }
 
-void StoreState::key_created(const std::string& key) {
-  auto it = waiters_.find(key);
-  if (it == waiters_.end()) return;
-  std::vector<ClientId> clients = std::move(it->second);
-  waiters_.erase(it);
-  for (ClientId c : clients) {
-    auto w = waits_.find(c);
-    if (w == waits_.end()) continue;
-    if (--w->second.missing == 0 && !w->second.registering) end_wait(c, /*wake=*/true);
-  }
-}
-
-void StoreState::end_wait(ClientId client, bool wake) {
-  auto w = waits_.find(client);
-  meter_->sub(w->second.charged);
-  waits_.erase(w);
-  if (wake) wake_(client);
-}
-
-void StoreState::cancel_wait(ClientId client) {
-  auto w = waits_.find(client);
-  if (w == waits_.end()) return;
-  for (const auto& k : w->second.keys) {
-    auto it = waiters_.find(k);
-    if (it == waiters_.end()) continue;
-    auto& clients = it->second;
-    for (size_t i = 0; i < clients.size(); ++i) {
-      if (clients[i] == client) {
-        clients[i] = clients.back();
-        clients.pop_back();
-        break;
-      }
-    }
-    if (clients.empty()) waiters_.erase(it);
-  }
-  end_wait(client, /*wake=*/false);
-}
-
-void StoreState::forget(ClientId client) { cancel_wait(client); }
+void StoreState::forget(ClientId client) { waits_.cancel(client); }
 
 }  // namespace ddpx

@@ -21,11 +21,9 @@
 #include "store/protocol.h"
 #include "store/reply_queue.h"
 #include "store/stored_value.h"
+#include "store/wait_registry.h"
 
 namespace ddpx {
-
-// Identifies one connection for its whole life (never reused).
-using ClientId = uint64_t;
 
 // A list request part-way through. Offsets count from the frame's first
 // byte, so the frame may move in memory between slices.
@@ -73,20 +71,11 @@ class StoreState {
   // The client went away: forget its pending wait.
   void forget(ClientId client);
 
-  bool is_waiting(ClientId client) const { return waits_.count(client) > 0; }
+  bool is_waiting(ClientId client) const { return waits_.is_waiting(client); }
   size_t num_keys() const { return data_.size(); }
-  size_t num_waiting_clients() const { return waits_.size(); }
+  size_t num_waiting_clients() const { return waits_.num_waiting_clients(); }
 
  private:
-  // Counted per registration: a key the WAIT named twice (registered twice
-  // only if another client registered on it in between) is counted off
-  // twice when it appears, so the count stays right without a set.
-  struct PendingWait {
-    size_t missing = 0;
-    bool registering = true;  // slices of its WAIT still to come
-    uint64_t charged = 0;     // bytes counted in the meter for it
-    std::vector<std::string> keys;  // registered on these (for a cancel)
-  };
 
   // Writes `value` under `key`. An overwrite reuses the old value's storage
   // when no reply holds it and it is small, so no allocation happens then.
@@ -100,21 +89,16 @@ class StoreState {
   // reply_so_far bytes of this reply, for a connection owing `owed`.
   absl::Status reply_value(const ValueRef* value, ReplyQueue* reply,
                            uint64_t reply_so_far, uint64_t owed);
-  // A key appeared: count it off every wait registered on it.
-  void key_created(const std::string& key);
-  void end_wait(ClientId client, bool wake);
   absl::Status step(ClientId client, const char* frame, ReplyQueue* reply,
                     ListWork* work);
   absl::Status refuse_write(absl::string_view what, absl::string_view key,
                             uint64_t bytes) const;
-  void cancel_wait(ClientId client);
 
   MemoryMeter* meter_;
   const uint64_t output_budget_;
   WakeFn wake_;
   absl::flat_hash_map<std::string, ValueRef> data_;
-  absl::flat_hash_map<std::string, std::vector<ClientId>> waiters_;
-  absl::flat_hash_map<ClientId, PendingWait> waits_;
+  WaitRegistry waits_;
 };
 
 // Reads a leading integer as torch's servers do (std::stoll): optional

@@ -1,18 +1,25 @@
 #include "store/tcp_store_server.h"
 
+#include <malloc.h>
 #include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
+#include <algorithm>
 #include <cstdio>
+#include <deque>
 #include <fstream>
 #include <new>
+#include <utility>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/numeric/int128.h"
 #include "absl/strings/str_cat.h"
 #include "store/input_buffer.h"
 #include "store/reply_queue.h"
@@ -34,6 +41,35 @@ int host_listen_backlog() {
 
 namespace {
 
+using Clock = std::chrono::steady_clock;
+
+// A peer's address as one number: IPv6 as is, IPv4 as its IPv4-mapped IPv6
+// form (so a dual-stack listener counts 127.0.0.1 once however it arrives).
+absl::uint128 address_key(const sockaddr_storage& addr) {
+  if (addr.ss_family == AF_INET) {
+    const uint32_t v4 = ntohl(reinterpret_cast<const sockaddr_in&>(addr).sin_addr.s_addr);
+    return absl::MakeUint128(0, (uint64_t{0xffff} << 32) | v4);
+  }
+  if (addr.ss_family == AF_INET6) {
+    const uint8_t* b = reinterpret_cast<const sockaddr_in6&>(addr).sin6_addr.s6_addr;
+    uint64_t hi = 0, lo = 0;
+    for (int i = 0; i < 8; ++i) hi = (hi << 8) | b[i];
+    for (int i = 8; i < 16; ++i) lo = (lo << 8) | b[i];
+    return absl::MakeUint128(hi, lo);
+  }
+  return 0;
+}
+
+// The per-address limit in force: the option, but at most half of the
+// open-file limit, so one address cannot take every descriptor.
+uint32_t connections_per_address_limit(uint32_t option) {
+  if (option == 0) return 0;
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) != 0 || files.rlim_cur == RLIM_INFINITY) return option;
+  const uint64_t half = std::max<uint64_t>(64, files.rlim_cur / 2);
+  return static_cast<uint32_t>(std::min<uint64_t>(option, half));
+}
+
 // Per-connection state. Kept small: an idle connection owns no buffers (they
 // are released once drained), which keeps the server near 0.3 KiB per idle
 // client.
@@ -53,6 +89,7 @@ struct Connection {
   std::unique_ptr<ListWork> work;  // a list request running in slices
   size_t work_frame = 0;        // its frame's length, at in[0]
   bool wake_lost = false;       // its STOP_WAITING could not be queued (no memory)
+  absl::uint128 address = 0;    // the peer's, as counted in per_address_
 };
 
 
@@ -69,7 +106,10 @@ class TCPStoreServer::Loop {
         wake_fd_(wake_fd),
         scratch_(64 << 10),
         state_(&meter_, options.max_pending_output,
-               [this](ClientId id) { on_wake(id); }) {}
+               [this](ClientId id) { on_wake(id); }),
+        per_address_limit_(connections_per_address_limit(options.max_connections_per_address)) {
+    stats_.max_connections_per_address = per_address_limit_;
+  }
 
   ~Loop() {
     for (auto& c : connections_) {
@@ -90,11 +130,18 @@ class TCPStoreServer::Loop {
     std::lock_guard<std::mutex> lock(stats_mu_);
     Stats s = stats_;
     s.memory_used = meter_.used();
+    s.memory_limit = meter_.limit();
     return s;
   }
 
  private:
   void accept_all();
+  // Whether a connection from `address` may be served (its address holds
+  // fewer than the limit); logs refusals, at most once a second.
+  bool admit(int fd, absl::uint128 address);
+  // Closes the connections that did not VALIDATE in time; returns how long
+  // epoll may sleep before the next deadline (-1: none pending).
+  int expire_handshakes();
   void on_event(Connection* c, uint32_t events);
   void on_readable(Connection* c);
   // Decodes and applies the complete requests in [data, data+size), up to a
@@ -120,6 +167,10 @@ class TCPStoreServer::Loop {
   void drop(Connection* c, const std::string& reason);
   void out_of_memory(ClientId id);
   void close_connection(Connection* c);
+  // Hands the allocator's free pages back to the system after a large
+  // release (a departed waiter's registrations, a big request), so the
+  // process's RSS follows what the server holds rather than its peak.
+  void return_freed_memory();
 
   const TCPStoreServerOptions options_;
   MemoryMeter meter_;  // first: outlives every value and queue below
@@ -134,6 +185,13 @@ class TCPStoreServer::Loop {
   std::vector<ClientId> woken_;  // other clients owed a flush
   std::vector<ClientId> busy_;   // clients with a list request running
   bool wakes_lost_ = false;      // some Connection::wake_lost is set
+  uint64_t held_peak_ = 0;       // the most meter_ held since the last trim
+  const uint32_t per_address_limit_;  // 0: none
+  absl::flat_hash_map<absl::uint128, uint32_t> per_address_;  // open connections
+  // Connections owing VALIDATE, by deadline (accept order, one timeout).
+  std::deque<std::pair<Clock::time_point, ClientId>> handshakes_;
+  Clock::time_point last_refusal_log_{};
+  uint64_t refusals_unlogged_ = 0;
   protocol::Request request_;
 
   mutable std::mutex stats_mu_;
@@ -145,6 +203,10 @@ void TCPStoreServer::Loop::run() {
   for (;;) {
     // While list requests run, poll without blocking between their slices.
     int timeout_ms = !busy_.empty() ? 0 : accept_paused_ ? 100 : -1;
+    const int handshake_ms = expire_handshakes();
+    if (handshake_ms >= 0 && (timeout_ms < 0 || handshake_ms < timeout_ms)) {
+      timeout_ms = handshake_ms;
+    }
     int n = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()),
                        timeout_ms);
     if (n < 0) {
@@ -178,7 +240,22 @@ void TCPStoreServer::Loop::run() {
       }
     }
     if (!busy_.empty()) run_slices();
+    return_freed_memory();
   }
+}
+
+void TCPStoreServer::Loop::return_freed_memory() {
+  constexpr uint64_t kTrimAfter = 16 << 20;
+  const uint64_t held = meter_.used();
+  if (held >= held_peak_) {
+    held_peak_ = held;
+    return;
+  }
+  if (held_peak_ - held < kTrimAfter) return;
+  held_peak_ = held;
+#ifdef __GLIBC__
+  malloc_trim(0);
+#endif
 }
 
 void TCPStoreServer::Loop::on_event(Connection* c, uint32_t events) {
@@ -192,9 +269,51 @@ void TCPStoreServer::Loop::on_event(Connection* c, uint32_t events) {
   }
 }
 
+int TCPStoreServer::Loop::expire_handshakes() {
+  const Clock::time_point now = Clock::now();
+  while (!handshakes_.empty() && handshakes_.front().first <= now) {
+    Connection* c = find(handshakes_.front().second);
+    handshakes_.pop_front();
+    if (c != nullptr && !c->validated) {
+      drop(c, absl::StrCat("no VALIDATE within ", options_.validate_timeout.count(),
+                           " ms of connecting"));
+    }
+  }
+  if (handshakes_.empty()) return -1;
+  const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+      handshakes_.front().first - now);
+  return static_cast<int>(left.count()) + 1;  // rounded up: never wake early
+}
+
+bool TCPStoreServer::Loop::admit(int fd, absl::uint128 address) {
+  if (per_address_limit_ == 0) return true;
+  auto it = per_address_.find(address);
+  if (it == per_address_.end() || it->second < per_address_limit_) return true;
+  {
+    std::lock_guard<std::mutex> lock(stats_mu_);
+    ++stats_.refused;
+  }
+  ++refusals_unlogged_;
+  const Clock::time_point now = Clock::now();
+  if (options_.log_drops && now - last_refusal_log_ >= std::chrono::seconds(1)) {
+    std::fprintf(stderr,
+                 "[ddpx store server] refusing %llu connection(s), the latest from %s: "
+                 "its address holds %u open connections, the limit per address "
+                 "(max_connections_per_address)\n",
+                 static_cast<unsigned long long>(refusals_unlogged_), peer_name(fd).c_str(),
+                 per_address_limit_);
+    last_refusal_log_ = now;
+    refusals_unlogged_ = 0;
+  }
+  return false;
+}
+
 void TCPStoreServer::Loop::accept_all() {
   for (;;) {
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_storage peer{};
+    socklen_t peer_len = sizeof(peer);
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_len,
+                     SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EINTR || errno == ECONNABORTED) continue;
       if (errno == EMFILE || errno == ENFILE || errno == ENOBUFS || errno == ENOMEM) {
@@ -205,6 +324,11 @@ void TCPStoreServer::Loop::accept_all() {
         accept_paused_ = true;
       }
       return;  // EAGAIN: no more pending connections
+    }
+    const absl::uint128 address = address_key(peer);
+    if (!admit(fd, address)) {
+      close(fd);
+      continue;
     }
     (void)set_nodelay(fd);
     try {
@@ -222,6 +346,11 @@ void TCPStoreServer::Loop::accept_all() {
         close(fd);
         continue;
       }
+      c->address = address;
+      if (options_.validate_timeout.count() > 0) {
+        handshakes_.emplace_back(Clock::now() + options_.validate_timeout, c->id);
+      }
+      ++per_address_[address];
       connections_[fd] = std::move(c);
     } catch (const std::bad_alloc&) {
       std::fprintf(stderr, "[ddpx store server] out of memory accepting a client\n");
@@ -501,6 +630,8 @@ void TCPStoreServer::Loop::out_of_memory(ClientId id) {
 
 void TCPStoreServer::Loop::close_connection(Connection* c) {
   state_.forget(c->id);
+  auto counted = per_address_.find(c->address);
+  if (counted != per_address_.end() && --counted->second == 0) per_address_.erase(counted);
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, c->fd, nullptr);
   close(c->fd);
   meter_.change(&c->in_counted, 0);

@@ -13,6 +13,7 @@
 #define DDPX_STORE_TCP_STORE_SERVER_H_
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -25,6 +26,10 @@
 namespace ddpx {
 
 struct TCPStoreServerOptions {
+  static constexpr uint64_t kDefaultMaxMemory = 1ull << 30;
+  static constexpr std::chrono::milliseconds kDefaultValidateTimeout{10000};
+  static constexpr uint32_t kDefaultMaxConnectionsPerAddress = 8192;
+
   // Address to listen on; empty means every interface (IPv6 and IPv4).
   std::string host;
   // 0 picks a free port; port() tells which.
@@ -43,8 +48,22 @@ struct TCPStoreServerOptions {
   // registrations); 0: none. Past it, writes (SET, APPEND, MULTI_SET,
   // COMPARE_SET and ADD that add bytes, WAIT registrations, large partial
   // requests) are refused with an error reply; stored values are kept and
-  // reads, deletes and PINGs are served.
-  uint64_t max_memory = 0;
+  // reads, deletes and PINGs are served. The default bounds what clients can
+  // make a server (a training job's rank 0, for one) hold, with room for
+  // rendezvous of thousands of ranks: Gloo's full mesh stores about
+  // 150 bytes per pair of ranks, 160 MB at 1024 ranks. Larger jobs raise it.
+  uint64_t max_memory = kDefaultMaxMemory;
+  // A connection that has not sent VALIDATE this long after it was accepted
+  // is closed (torch's clients and ours send it first, at once); 0: never.
+  std::chrono::milliseconds validate_timeout = kDefaultValidateTimeout;
+  // Connections one peer address may hold open at a time; past it a new
+  // one is closed as soon as it is accepted (the others are untouched).
+  // Every rank of a job on one host connects from the same address
+  // (127.0.0.1 for a local job), so the default leaves room for thousands
+  // of them. It is lowered to half the process's open-file limit
+  // (RLIMIT_NOFILE) when that is smaller, so that one address cannot take
+  // every descriptor. 0: no limit.
+  uint32_t max_connections_per_address = kDefaultMaxConnectionsPerAddress;
   // Log dropped clients to stderr.
   bool log_drops = true;
 };
@@ -59,7 +78,12 @@ class TCPStoreServer {
     uint64_t dropped = 0;
     std::string last_drop_reason;
     uint64_t memory_used = 0;  // what max_memory limits
+    uint64_t memory_limit = 0;  // max_memory (0: none)
     uint64_t out_of_memory = 0;  // clients dropped on an allocation failure
+    // Connections closed at once for their address's limit (not counted in
+    // accepted, active or dropped).
+    uint64_t refused = 0;
+    uint32_t max_connections_per_address = 0;  // in force (0: none)
   };
 
   // Binds, listens (backlog from /proc/sys/net/core/somaxconn) and starts the

@@ -16,7 +16,7 @@ ABSL_FLAG(uint64_t, max_frame_length, ddpx::protocol::kDefaultMaxLength,
 ABSL_FLAG(uint64_t, max_pending_output, 2 * ddpx::protocol::kDefaultMaxLength,
           "output budget: reply bytes one connection may owe before a request "
           "is refused with an error reply");
-ABSL_FLAG(uint64_t, max_memory, 0,
+ABSL_FLAG(uint64_t, max_memory, ddpx::TCPStoreServerOptions::kDefaultMaxMemory,
           "memory limit in bytes held for clients (values, partial requests, "
           "queued replies, waits); past it writes are refused; 0: none");
 

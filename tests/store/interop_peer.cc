@@ -16,6 +16,12 @@
 ABSL_FLAG(std::string, mode, "client", "serve | client");
 ABSL_FLAG(int, port, 0, "server port (client mode)");
 ABSL_FLAG(bool, libuv, false, "client mode: the server is torch's libuv backend");
+ABSL_FLAG(int, validate_timeout_ms,
+          static_cast<int>(ddpx::TCPStoreServerOptions::kDefaultValidateTimeout.count()),
+          "serve mode: the server's handshake timeout");
+ABSL_FLAG(uint32_t, max_connections_per_address,
+          ddpx::TCPStoreServerOptions::kDefaultMaxConnectionsPerAddress,
+          "serve mode: the server's limit of open connections per address");
 
 namespace ddpx {
 namespace {
@@ -41,7 +47,10 @@ void expect_ok(const char* what, const absl::Status& s) {
 }
 
 int serve() {
-  auto server = TCPStoreServer::start();
+  TCPStoreServerOptions options;
+  options.validate_timeout = std::chrono::milliseconds(absl::GetFlag(FLAGS_validate_timeout_ms));
+  options.max_connections_per_address = absl::GetFlag(FLAGS_max_connections_per_address);
+  auto server = TCPStoreServer::start(options);
   if (!server.ok()) {
     std::printf("FAIL serve: %s\n", server.status().ToString().c_str());
     return 1;
@@ -52,8 +61,9 @@ int serve() {
   while (read(STDIN_FILENO, buf, sizeof(buf)) > 0) {
   }
   auto stats = (*server)->stats();
-  std::printf("served %llu clients, dropped %llu (%s)\n",
+  std::printf("served %llu clients, refused %llu, dropped %llu (%s)\n",
               static_cast<unsigned long long>(stats.accepted),
+              static_cast<unsigned long long>(stats.refused),
               static_cast<unsigned long long>(stats.dropped),
               stats.last_drop_reason.c_str());
   return 0;

@@ -1,5 +1,6 @@
 #include "tests/store/raw_client.h"
 
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -14,8 +15,14 @@ namespace store_test {
 
 using Clock = std::chrono::steady_clock;
 
-RawClient::RawClient(uint16_t port) {
+RawClient::RawClient(uint16_t port, const char* source) {
   fd_ = socket(AF_INET, SOCK_STREAM, 0);
+  if (source != nullptr) {
+    sockaddr_in from{};
+    from.sin_family = AF_INET;
+    inet_pton(AF_INET, source, &from.sin_addr);
+    if (bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof(from)) != 0) return;
+  }
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);

@@ -13,7 +13,9 @@ namespace store_test {
 
 class RawClient {
  public:
-  explicit RawClient(uint16_t port);
+  // Connects to 127.0.0.1:port, from `source` (an IPv4 loopback address)
+  // when given.
+  explicit RawClient(uint16_t port, const char* source = nullptr);
   ~RawClient() { close_now(); }
   RawClient(const RawClient&) = delete;
   RawClient& operator=(const RawClient&) = delete;

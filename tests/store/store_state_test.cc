@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <map>
 #include <string>
 #include <vector>
@@ -82,7 +83,7 @@ std::string drain(ReplyQueue* queue) {
   return got;
 }
 
-TEST(StoreState, AKeyNamedAgainAfterAnotherClientRegisteredIsCountedOffTwice) {
+TEST(StoreState, AKeyNamedManyTimesWithAnotherWaiterBetweenSlicesReleasesEachOnce) {
   Harness h;
   ReplyQueue a_reply(&h.meter_), b_reply(&h.meter_), c_reply(&h.meter_);
   std::unique_ptr<ListWork> a_work, b_work, c_work;
@@ -94,12 +95,55 @@ TEST(StoreState, AKeyNamedAgainAfterAnotherClientRegisteredIsCountedOffTwice) {
   ASSERT_TRUE(h.apply(2, request(QueryType::kWait, {"/k"}), &b_reply, &b_work).ok());
   while (a_work) ASSERT_TRUE(h.resume(1, &a_reply, &a_work).ok());
   EXPECT_TRUE(a_reply.empty());  // still waiting
-  // Creating "k" releases both, each exactly once (client 1 when its
-  // second registration is counted off, after client 2's).
+  // Creating "k" releases both, each exactly once.
   ASSERT_TRUE(h.apply(3, request(QueryType::kSet, {"/k"}, {"v"}), &c_reply, &c_work).ok());
-  EXPECT_EQ(h.woken, (std::vector<ClientId>{2, 1}));
+  std::vector<ClientId> woken = h.woken;
+  std::sort(woken.begin(), woken.end());
+  EXPECT_EQ(woken, (std::vector<ClientId>{1, 2}));
   EXPECT_FALSE(h.state_.is_waiting(1));
   EXPECT_FALSE(h.state_.is_waiting(2));
+  EXPECT_EQ(h.state_.num_waiting_clients(), 0u);
+}
+
+TEST(StoreState, AKeyNamedAgainLaterIsCountedOffTwiceAndASetThenDeletedKeyCounts) {
+  Harness h;
+  ReplyQueue reply(&h.meter_), other(&h.meter_);
+  std::unique_ptr<ListWork> work, other_work;
+  ASSERT_TRUE(h.apply(1, request(QueryType::kWait, {"/a", "/b", "/a"}), &reply, &work).ok());
+  ASSERT_EQ(work, nullptr);
+  // "/b" appears and is deleted again: counted, as torch's servers count it.
+  ASSERT_TRUE(h.apply(2, request(QueryType::kSet, {"/b"}, {"1"}), &other, &other_work).ok());
+  ASSERT_TRUE(h.apply(2, request(QueryType::kDeleteKey, {"/b"}), &other, &other_work).ok());
+  EXPECT_TRUE(h.woken.empty());
+  // "/a" was registered twice; its creation counts off both.
+  ASSERT_TRUE(h.apply(2, request(QueryType::kSet, {"/a"}, {"1"}), &other, &other_work).ok());
+  EXPECT_EQ(h.woken, std::vector<ClientId>{1});
+  EXPECT_EQ(h.state_.num_waiting_clients(), 0u);
+}
+
+TEST(StoreState, WaitsCostTheirKeysAndReturnEveryByteWhenCancelledOrReleased) {
+  Harness h;
+  const uint64_t empty = h.meter_.used();
+  ReplyQueue a(&h.meter_), b(&h.meter_), setter(&h.meter_);
+  std::unique_ptr<ListWork> a_work, b_work, s_work;
+  std::vector<std::string> keys;
+  for (int i = 0; i < 5000; ++i) keys.push_back("/key-of-some-length-" + std::to_string(i));
+  uint64_t key_bytes = 0;
+  for (const auto& k : keys) key_bytes += k.size();
+  ASSERT_TRUE(h.apply(1, request(QueryType::kWait, keys), &a, &a_work).ok());
+  while (a_work) ASSERT_TRUE(h.resume(1, &a, &a_work).ok());
+  // A second waiter on a few of the same keys.
+  ASSERT_TRUE(h.apply(2, request(QueryType::kWait, {keys[0], keys[4999]}), &b, &b_work).ok());
+  const uint64_t held = h.meter_.used() - empty;
+  EXPECT_GE(held, key_bytes);
+  EXPECT_LE(held, key_bytes + keys.size() * 32 + 4096) << held / keys.size() << " per key";
+  // Client 1 leaves: all of its share comes back; client 2 still waits.
+  h.state_.forget(1);
+  EXPECT_LE(h.meter_.used() - empty, 1024u);
+  EXPECT_TRUE(h.state_.is_waiting(2));
+  ASSERT_TRUE(h.apply(3, request(QueryType::kMultiSet, {keys[0], keys[4999]}, {"x", "y"}),
+                      &setter, &s_work).ok());
+  EXPECT_EQ(h.woken, std::vector<ClientId>{2});
   EXPECT_EQ(h.state_.num_waiting_clients(), 0u);
 }
 

@@ -127,6 +127,34 @@ def against_our_server():
         check("our server dropped nobody", "dropped 0" in out, True)
 
 
+def torch_clients_within_connection_limits():
+    """torch's clients send VALIDATE as soon as they connect: a server with a
+    300 ms handshake timeout and 32 connections per address serves 24 of
+    them idling past the timeout, while a silent socket is closed."""
+    peer = subprocess.Popen([PEER, "--mode=serve", "--validate_timeout_ms=300",
+                             "--max_connections_per_address=32"],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        port = int(peer.stdout.readline().split()[1])
+        clients = [dist.TCPStore("127.0.0.1", port, is_master=False, use_libuv=i % 2 == 0,
+                                 wait_for_workers=False, timeout=timedelta(seconds=10))
+                   for i in range(24)]
+        silent = socket.create_connection(("127.0.0.1", port))
+        silent.settimeout(10)
+        check("a silent socket is closed by the handshake timeout", silent.recv(1), b"")
+        time.sleep(0.6)
+        for i, c in enumerate(clients):
+            c.set(f"idle-{i}", str(i))
+        check("24 idle torch clients still served",
+              [clients[0].get(f"idle-{i}") for i in range(24)],
+              [str(i).encode() for i in range(24)])
+    finally:
+        out, _ = peer.communicate(input="", timeout=30)
+        print("our server with connection limits:", out.strip())
+        check("only the silent socket dropped, nobody refused",
+              "refused 0, dropped 1 (no VALIDATE within 300 ms" in out, True)
+
+
 def against_torch_server(use_libuv):
     master = dist.TCPStore("127.0.0.1", 0, is_master=True, use_libuv=use_libuv,
                            wait_for_workers=False, timeout=timedelta(seconds=10))
@@ -145,6 +173,7 @@ def against_torch_server(use_libuv):
 def main():
     print("torch", __import__("torch").__version__, "from", sys.executable)
     against_our_server()
+    torch_clients_within_connection_limits()
     for use_libuv in (True, False):
         against_torch_server(use_libuv)
     # The same checks against torch's own servers: the answers expected of
