@@ -3,13 +3,11 @@
 #include <immintrin.h>
 #include <linux/futex.h>
 #include <sched.h>
-#include <signal.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <climits>
 #include <cstring>
 
@@ -106,11 +104,6 @@ void prefetch_for_write(const void* line) {
   asm volatile("prefetchw %0" : : "m"(*static_cast<const char*>(line)));
 }
 
-bool process_exited(const PeerProcess& peer) {
-  return peer.same_pid_namespace && peer.pid != 0 &&
-         kill(static_cast<pid_t>(peer.pid), 0) != 0 && errno == ESRCH;
-}
-
 }  // namespace
 
 std::string OpDescription::str() const {
@@ -137,7 +130,7 @@ WaitPolicy WaitPolicy::for_load(int local_ranks, int cpus) {
 
 Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
                  std::vector<std::vector<uint8_t*>> slots, size_t slot_bytes,
-                 std::vector<PeerProcess> peers, WaitPolicy policy)
+                 std::vector<const PeerLiveness*> peers, WaitPolicy policy)
     : rank_(rank),
       size_(size),
       controls_(std::move(controls)),
@@ -330,10 +323,10 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(peer, step)) return absl::OkStatus();
     if (absl::Status s = give_up_if_abandoned(peer, step, deadline); !s.ok()) return s;
-    if (process_exited(peers_[peer])) {
+    if (const char* how = peers_[peer] != nullptr ? peers_[peer]->gone() : nullptr) {
       absl::Status s = absl::UnavailableError(absl::StrCat(
-          "rank ", peer, " (pid ", peers_[peer].pid,
-          ") exited during the op on the shared-memory path (timeout ", deadline.timeout().count(),
+          "rank ", peer, " (", peers_[peer]->who(), ") ", how,
+          " during the op on the shared-memory path (timeout ", deadline.timeout().count(),
           " ms)"));
       set_culprits(&s, {CulpritReason::kExited, {peer}});
       return fail(std::move(s), peer);

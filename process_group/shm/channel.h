@@ -15,9 +15,9 @@
 // grow and each has a single writer, so no value can tear, and no wait can
 // be for a step its owner will not reach unless that owner stops (dies,
 // hangs, or runs a different op): those waits end at the op's deadline, or
-// sooner when the owner's process is gone or it gave up on the channel
-// itself (ChannelControl::abandoned), so a failure spreads to every rank at
-// once and each names the rank it was waiting for.
+// sooner when the owner's process is gone (peer_liveness.h) or it gave up
+// on the channel itself (ChannelControl::abandoned), so a failure spreads to
+// every rank at once and each names the rank it was waiting for.
 #ifndef DDPX_PROCESS_GROUP_SHM_CHANNEL_H_
 #define DDPX_PROCESS_GROUP_SHM_CHANNEL_H_
 
@@ -28,6 +28,7 @@
 
 #include "absl/status/status.h"
 #include "process_group/shm/layout.h"
+#include "process_group/shm/peer_liveness.h"
 
 namespace ddpx {
 namespace shm {
@@ -101,18 +102,14 @@ struct OpDescription {
   std::string str() const;
 };
 
-// A peer's process, for telling "exited" from "slow" while waiting.
-struct PeerProcess {
-  uint32_t pid = 0;
-  bool same_pid_namespace = false;  // only then is `pid` meaningful here
-};
-
 class Channel {
  public:
-  // controls[r] and slots[r][s] point into rank r's mapped segment.
+  // controls[r] and slots[r][s] point into rank r's mapped segment;
+  // peers[r] tells "exited" from "slow" while this rank waits for r (null:
+  // not watched), and outlives the channel.
   Channel(int rank, int size, std::vector<ChannelControl*> controls,
           std::vector<std::vector<uint8_t*>> slots, size_t slot_bytes,
-          std::vector<PeerProcess> peers, WaitPolicy policy);
+          std::vector<const PeerLiveness*> peers, WaitPolicy policy);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -209,7 +206,7 @@ class Channel {
   const std::vector<ChannelControl*> controls_;
   const std::vector<std::vector<uint8_t*>> slots_;
   const size_t slot_bytes_;
-  const std::vector<PeerProcess> peers_;
+  const std::vector<const PeerLiveness*> peers_;
   const WaitPolicy policy_;
 
   uint32_t steps_ = 0;  // this rank's counter (its own copy)

@@ -132,12 +132,15 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::create(Store& store,
         "shared memory: another rank could not map a peer's segment (its warning says why)");
   }
 
-  std::vector<PeerProcess> peers(size);
   const uint64_t own_namespace = pid_namespace();
+  group->liveness_.resize(size);
+  std::vector<const PeerLiveness*> peers(size, nullptr);
   for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
     const auto* h = static_cast<const SegmentHeader*>(group->segments_[r].data());
-    peers[r].pid = h->pid;
-    peers[r].same_pid_namespace = own_namespace != 0 && h->pid_namespace == own_namespace;
+    group->liveness_[r] = PeerLiveness(
+        h->pid, own_namespace != 0 && h->pid_namespace == own_namespace, &group->segments_[r]);
+    peers[r] = &group->liveness_[r];
   }
   const WaitPolicy policy = WaitPolicy::for_load(size, usable_cpus());
   for (uint32_t c = 0; c < layout.num_channels; ++c) {

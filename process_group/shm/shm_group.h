@@ -60,6 +60,7 @@ class ShmGroup {
 
   const int rank_;
   std::vector<Segment> segments_;  // [rank]; this rank's is the one it created
+  std::vector<PeerLiveness> liveness_;  // [rank]; this rank's watches nothing
   std::vector<std::unique_ptr<Channel>> channels_;
 };
 

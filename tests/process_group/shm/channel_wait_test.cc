@@ -75,8 +75,8 @@ TEST(ChannelWait, AWaiterWhoseYieldsGiveItsCpuAwaySleeps) {
   policy.spin = std::chrono::nanoseconds(0);
   policy.yield = std::chrono::seconds(30);
   policy.move_off_shared_cpu = false;
-  Channel waiter(0, 2, controls.get(), slots, 4096, {PeerProcess{}, PeerProcess{}}, policy);
-  Channel poster(1, 2, controls.get(), slots, 4096, {PeerProcess{}, PeerProcess{}}, policy);
+  Channel waiter(0, 2, controls.get(), slots, 4096, {nullptr, nullptr}, policy);
+  Channel poster(1, 2, controls.get(), slots, 4096, {nullptr, nullptr}, policy);
   const OpDescription op{OpDescription::kBarrier, 0, -1, 0};
 
   // A thread that wants the waiter's CPU all the time.
