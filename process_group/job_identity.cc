@@ -1,5 +1,6 @@
 #include "process_group/job_identity.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -20,6 +21,12 @@ constexpr char kVerdictOk[] = "ok";
 
 std::string rank_key(int rank) { return absl::StrCat("ddpx_job/rank", rank); }
 std::string event_key(int64_t n) { return absl::StrCat("ddpx_job/event", n); }
+// Set by a rank that read a failed verdict: rank 0 (whose process may host
+// the store) waits for these before it returns, so its exit does not cut
+// the verdict off on its way to the ranks.
+std::string verdict_read_key(int rank) { return absl::StrCat("ddpx_job/verdict_read", rank); }
+// How long rank 0 waits for those, at most.
+constexpr std::chrono::milliseconds kVerdictReadWait(10000);
 
 
 std::string quoted(const std::string& job_id) {
@@ -219,6 +226,18 @@ absl::Status gather_ranks(Store& store, int world_size, const std::string& job_i
   const std::string published = verdict.ok() ? kVerdictOk : std::string(verdict.message());
   if (absl::Status s = store.set(kVerdictKey, to_bytes(published)); !s.ok() && verdict.ok())
     return s;
+  if (!verdict.ok()) {
+    // Every rank claimed so far waits for the verdict, including one whose
+    // "joined" event rank 0 has not read yet (it came after a fatal one).
+    std::vector<std::string> readers;
+    for (int r = 1; r < world_size; ++r) {
+      absl::StatusOr<bool> claimed = store.check({rank_key(r)});
+      if (joined[static_cast<size_t>(r)] || (claimed.ok() && *claimed))
+        readers.push_back(verdict_read_key(r));
+    }
+    // Bounded and best effort: a rank that died meanwhile reads nothing.
+    if (!readers.empty()) store.wait(readers, std::min(timeout, kVerdictReadWait)).IgnoreError();
+  }
   return verdict;
 }
 
@@ -295,6 +314,7 @@ absl::Status check_job_identity(Store& store, int rank, int world_size,
                                      verdict.status().message()));
   }
   if (to_string(*verdict) == kVerdictOk) return absl::OkStatus();
+  store.set(verdict_read_key(rank), to_bytes("")).IgnoreError();  // rank 0 may exit now
   return absl::FailedPreconditionError(absl::StrCat("rank 0 stopped job ", quoted(job_id),
                                                     " at rendezvous: ", to_string(*verdict)));
 }

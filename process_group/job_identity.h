@@ -11,7 +11,9 @@
 //   rank 0    claims rank 0; publishes its settings and "<world> <job id>";
 //             reads the events of the other ranks until all have joined or
 //             one is fatal; publishes the verdict ("ok" or why the job
-//             stops)
+//             stops); when the job stops, waits (up to 10 s) until the
+//             ranks that joined have read it, since its process may host
+//             the store
 //   rank r>0  waits for rank 0's identity; compares the job id, the world
 //             size and the settings (all BEFORE claiming, so a refused
 //             process never takes the rank away from the process that
