@@ -43,7 +43,9 @@ struct TCPStoreOptions {
   // Used for the in-process server when is_master (its port is overridden
   // by the above). An empty server.host listens on loopback only when the
   // host given to create() is a loopback address or "localhost" (its clients
-  // are all on this machine), else on every interface.
+  // are all on this machine), else on every interface. server.max_memory
+  // defaults to TCPStoreServerOptions::kDefaultMaxMemory (1 GiB), so what
+  // any client can make this process hold is bounded; 0 lifts the limit.
   TCPStoreServerOptions server;
 };
 
