@@ -18,7 +18,6 @@
 #include <torch/nn/modules/embedding.h>
 #include <torch/serialize/archive.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <sstream>
@@ -387,14 +386,12 @@ void DistributedDataParallel::Impl::sync_grad(size_t i, bool unused) {
 }
 
 void DistributedDataParallel::Impl::adopt_unused_grads(bool step_ok) {
-  const std::vector<size_t>& unused_everywhere = core->reducer().globally_unused();
+  std::vector<bool> no_rank_used(params.size(), false);
+  for (size_t i : core->reducer().globally_unused()) no_rank_used[i] = true;
   for (size_t i = 0; i < params.size(); ++i) {
     Param& p = params[i];
     if (!p.unused_grad.defined()) continue;
-    if (step_ok && std::find(unused_everywhere.begin(), unused_everywhere.end(), i) ==
-                       unused_everywhere.end()) {
-      p.tensor.mutable_grad() = p.unused_grad;  // holds the average now
-    }
+    if (step_ok && !no_rank_used[i]) p.tensor.mutable_grad() = p.unused_grad;  // the average
     p.unused_grad = at::Tensor();
   }
 }

@@ -169,6 +169,40 @@ TEST(DdpStep, FindUnusedParametersMarksThemReadyAndAverages) {
   EXPECT_EQ(finals[0], finals[1]) << "announcing unused parameters early changes nothing";
 }
 
+// torch's rule: a parameter no rank used keeps its grad as it was (here a
+// value of each rank's own); one that some rank used gets the average, this
+// rank's share being its current local grad. With bucket views the grad is
+// the bucket, so it holds the average either way (as in torch).
+TEST(DdpStep, ParameterNoRankUsedKeepsItsGrad) {
+  for (bool view : {false, true}) {
+    SCOPED_TRACE(view ? "bucket views" : "copies");
+    std::vector<std::vector<float>> w2_grads(2);
+    rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
+      ModelParameters params;
+      RegressionModel model(params, kIn, kHidden, kOut, 1000);
+      DDPOptions options = small_buckets();
+      options.find_unused_parameters = true;
+      options.gradient_as_bucket_view = view;
+      auto ddp = DistributedDataParallel::create(params, pg, options).value();
+      Tensor& b1 = params.parameter(M::kB1).grad;
+      for (int64_t i = 0; i < b1.numel(); ++i) b1.data_as<float>()[i] = 5.0f + rank;
+      // b1: unused everywhere. w2: unused on rank 0 only.
+      std::vector<size_t> skip = {M::kB1};
+      if (rank == 0) skip.push_back(M::kW2);
+      auto loss = model.forward_backward(rank_batch(0, rank, 2, 2),
+                                         [&](size_t p) { return ddp->mark_ready(p); }, {}, skip);
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      ASSERT_TRUE(ddp->finalize_backward().ok());
+      EXPECT_THAT(ddp->reducer().globally_unused(), ElementsAre(M::kB1));
+      for (float g : params.parameter(M::kB1).grad.to_float_vector()) {
+        EXPECT_EQ(g, view ? 5.5f : 5.0f + rank) << "rank " << rank;
+      }
+      w2_grads[rank] = params.parameter(M::kW2).grad.to_float_vector();
+    });
+    EXPECT_EQ(w2_grads[0], w2_grads[1]) << "w2, used on rank 1 only, gets the average";
+  }
+}
+
 TEST(DdpStep, UnusedParameterWithoutTheFlagIsAnErrorNamingIt) {
   rank_threads::run_groups(2, [&](int rank, std::shared_ptr<ProcessGroup> pg) {
     ModelParameters params;

@@ -251,7 +251,7 @@ TEST_P(TorchDdpLstmParity, FinalWeightsEqualTorchDdp) {
   const std::vector<float>& want = ref.finals.at(v.set_to_none ? "none" : "zero");
   std::vector<std::vector<float>> finals(2);
   std::vector<std::vector<std::string>> names(2);
-  std::vector<bool> never_grad_defined(2, true);
+  std::vector<int> never_grad_defined(2, 1);  // not vector<bool>: one word, two writers
   run_ranks(2, [&](std::shared_ptr<ProcessGroup> pg) {
     const int rank = pg->rank();
     LstmLm model = make_model(v.tying);
