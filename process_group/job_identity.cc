@@ -180,8 +180,10 @@ absl::Status gather_ranks(Store& store, int world_size, const std::string& job_i
   std::vector<std::string> refusals;  // settings refusals without a job id
   absl::Status verdict;
   for (int64_t k = 1; missing > 0 && verdict.ok(); ++k) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-    absl::StatusOr<Bytes> got = store.get(event_key(k), std::max(left, std::chrono::milliseconds(1)));
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    absl::StatusOr<Bytes> got =
+        store.get(event_key(k), std::max(left, std::chrono::milliseconds(1)));
     if (!got.ok()) {
       std::vector<int> absent;
       for (int r = 1; r < world_size; ++r)
@@ -306,7 +308,8 @@ absl::Status check_job_identity(Store& store, int rank, int world_size,
   if (absl::Status s = claim_rank(store, rank, job_id); !s.ok()) return s;
   if (absl::Status s = post_event(store, rank, kJoined); !s.ok()) return s;
   const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
-  absl::StatusOr<Bytes> verdict = store.get(kVerdictKey, std::max(left, std::chrono::milliseconds(1)));
+  absl::StatusOr<Bytes> verdict =
+      store.get(kVerdictKey, std::max(left, std::chrono::milliseconds(1)));
   if (!verdict.ok()) {
     return absl::Status(verdict.status().code(),
                         absl::StrCat("rank ", rank, " of job ", quoted(job_id),

@@ -185,7 +185,8 @@ absl::StatusOr<std::vector<double>> gather_by_sum(ProcessGroup& pg, std::vector<
 // Rank 0's outcome of a step only it takes, for every rank: rank 0 gets its
 // own status back, the others an error saying rank 0 failed at `what`.
 absl::Status agree_on_rank0(ProcessGroup& pg, const absl::Status& rank0, const std::string& what) {
-  absl::StatusOr<std::vector<double>> all = gather_by_sum(pg, {pg.rank() == 0 && !rank0.ok() ? 1.0 : 0.0});
+  const double failed = pg.rank() == 0 && !rank0.ok() ? 1.0 : 0.0;
+  absl::StatusOr<std::vector<double>> all = gather_by_sum(pg, {failed});
   if (!all.ok()) return with_context(what + ": agreeing with rank 0", all.status());
   if (pg.rank() == 0) return with_context(what, rank0);
   if ((*all)[0] != 0) {
