@@ -427,8 +427,17 @@ absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
         load_rank_checkpoint(o, step_dir, rank, world, train_state, sync);
     // Every rank must resume from the same step: agree on the outcome, per
     // rank 0 (loaded), 1 (proved damaged) or 2 (any other error).
+    const int mine = p.ok() ? 0 : proves_damage(p.status()) ? 1 : 2;
+    // A rank that fails whatever the others found says why before the
+    // agreement: once rank 0 returns, a launcher may stop the other ranks
+    // before they could print.
+    const bool fails_anyway = mine == 2 || (mine == 1 && o.resume == ResumeMode::kLatest);
+    if (fails_anyway) {
+      fprintf(stderr, "error: resume (rank %d): %s\n", rank,
+              std::string(p.status().message()).c_str());
+    }
     std::vector<double> outcome(world, 0.0);
-    outcome[rank] = p.ok() ? 0 : proves_damage(p.status()) ? 1 : 2;
+    outcome[rank] = mine;
     absl::StatusOr<std::vector<double>> all = gather_by_sum(pg, outcome);
     if (!all.ok()) return with_context("resume: agreeing on the checkpoint", all.status());
     std::string refusers, stoppers;
@@ -444,17 +453,19 @@ absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
       return std::optional<Progress>(*p);
     }
     if (!stoppers.empty()) {
-      const std::string context = absl::StrCat(
-          "resume from ", step_dir, " stopped (not proof that it is damaged, so no fallback to an "
-          "older checkpoint)");
-      if (!p.ok() && !proves_damage(p.status())) return with_context(context, p.status());
+      if (!p.ok() && !fails_anyway) {
+        fprintf(stderr, "error: resume (rank %d): %s\n", rank,
+                std::string(p.status().message()).c_str());
+      }
       return absl::FailedPreconditionError(absl::StrCat(
-          context, ": rank ", stoppers, " could not load it (its message names the file)"));
+          "resume from ", step_dir, " stopped: rank ", stoppers,
+          " could not load it (its error above names the file), which is not proof that it is "
+          "damaged, so no fallback to an older checkpoint"));
     }
     if (o.resume == ResumeMode::kLatest) {
-      if (!p.ok()) return p.status();
       return absl::FailedPreconditionError(absl::StrCat(
-          step_dir, " was refused by rank ", refusers, " (its message says which file and field)"));
+          step_dir, " was refused by rank ", refusers,
+          " (its error above says which file and field)"));
     }
     if (!p.ok()) {
       fprintf(stderr, "warning: resume (rank %d): %s\n", rank,

@@ -206,9 +206,13 @@ TEST_F(TrainCheckpointCorruptionTest, AutoStopsOnAnIoErrorWithoutFallingBack) {
       "eio", [](const std::string&) {}, " --resume=auto",
       "DDPX_CHECKPOINT_READ_EIO=step-00000006/state.bin");
   EXPECT_EQ(r.exit_code, 1) << r.output;
-  EXPECT_NE(r.output.find("resume from " + dir + "/step-00000006 stopped (not proof that it is "
-                          "damaged, so no fallback to an older checkpoint): read(" + dir +
+  EXPECT_NE(r.output.find("error: resume (rank 1): read(" + dir +
                           "/step-00000006/state.bin): Input/output error"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("resume from " + dir + "/step-00000006 stopped: rank 0, 1 could not "
+                          "load it (its error above names the file), which is not proof that it "
+                          "is damaged, so no fallback to an older checkpoint"),
             std::string::npos)
       << r.output;
   EXPECT_EQ(r.output.find("falling back"), std::string::npos) << r.output;
