@@ -53,8 +53,10 @@ absl::StatusOr<std::shared_ptr<Store>> connect_tcp(const std::string& host,
                                                    int port, int rank,
                                                    int world_size,
                                                    std::chrono::milliseconds timeout,
+                                                   uint64_t max_memory,
                                                    bool agent_serves = false) {
   TCPStoreOptions opts;
+  opts.server.max_memory = max_memory;
   opts.port = static_cast<uint16_t>(port);
   opts.is_master = rank == 0 && !agent_serves;
   opts.num_workers = world_size;
@@ -128,7 +130,8 @@ absl::StatusOr<Rendezvous> rendezvous(const InitOptions& o) {
     absl::StatusOr<TorchrunAgentStore> agent = read_torchrun_agent_store(getenv_fn);
     if (!agent.ok()) return agent.status();
     absl::StatusOr<std::shared_ptr<Store>> s = connect_tcp(
-        env.master_addr, env.master_port, r.rank, r.world_size, o.timeout, agent->in_use);
+        env.master_addr, env.master_port, r.rank, r.world_size, o.timeout, o.store_max_memory,
+        agent->in_use);
     if (!s.ok()) return s.status();
     r.store = *s;
     if (agent->in_use) r.store = std::make_shared<PrefixStore>(agent->key_prefix(), r.store);
@@ -140,7 +143,7 @@ absl::StatusOr<Rendezvous> rendezvous(const InitOptions& o) {
     int port = 0;
     if (absl::Status s = parse_host_port(rest, url, &host, &port); !s.ok()) return s;
     absl::StatusOr<std::shared_ptr<Store>> s =
-        connect_tcp(host, port, r.rank, r.world_size, o.timeout);
+        connect_tcp(host, port, r.rank, r.world_size, o.timeout, o.store_max_memory);
     if (!s.ok()) return s.status();
     r.store = *s;
     return r;

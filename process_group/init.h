@@ -13,6 +13,7 @@
 #include "process_group/job_identity.h"
 #include "process_group/process_group.h"
 #include "store/store.h"
+#include "store/tcp_store_server.h"
 
 namespace ddpx {
 
@@ -39,6 +40,11 @@ struct InitOptions {
   // first differing setting with both values (job_identity.h says who else
   // fails). Empty: nothing is compared.
   JobSettings job_settings;
+  // Memory limit of the rendezvous store server rank 0 serves (tcp:// and
+  // env:// without torchrun's agent store), in bytes; 0: none. The default
+  // bounds what one request from anyone who reaches the port can make rank
+  // 0 hold (docs/store.md, "Limits").
+  uint64_t store_max_memory = TCPStoreServerOptions::kDefaultMaxMemory;
 };
 
 // Where this process sits in the job, as read from the environment.

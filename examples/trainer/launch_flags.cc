@@ -28,6 +28,9 @@ ABSL_FLAG(std::string, hook, "allreduce",
           "(allreduce, fp16, bf16, powersgd, powersgd:rank=2,start_iter=10, "
           "batched_powersgd, int8, noop, fp16+powersgd, ...).");
 ABSL_FLAG(int, timeout_s, 300, "Collective and rendezvous timeout in seconds.");
+ABSL_FLAG(int64_t, store_max_memory_mb, -1,
+          "Memory limit in MiB of the rendezvous store rank 0 serves (docs/store.md); "
+          "-1: the library's default (1 GiB), 0: none.");
 
 namespace ddpx::trainer {
 
@@ -53,6 +56,12 @@ absl::StatusOr<InitOptions> init_options_from_flags() {
                                       ": must be a positive number of seconds");
   }
   init.timeout = std::chrono::seconds(timeout_s);
+  const int64_t store_mb = absl::GetFlag(FLAGS_store_max_memory_mb);
+  if (store_mb < -1 || store_mb > (int64_t{1} << 40)) {
+    return absl::InvalidArgumentError("--store_max_memory_mb=" + std::to_string(store_mb) +
+                                      ": must be -1 (default), 0 (none) or a size in MiB");
+  }
+  if (store_mb >= 0) init.store_max_memory = static_cast<uint64_t>(store_mb) << 20;
   if (const std::string iface = absl::GetFlag(FLAGS_iface); !iface.empty()) {
     setenv("DDPX_GLOO_SOCKET_IFNAME", iface.c_str(), 1);
   }

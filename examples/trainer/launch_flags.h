@@ -22,6 +22,7 @@ ABSL_DECLARE_FLAG(std::string, iface);
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(std::string, hook);
 ABSL_DECLARE_FLAG(int, timeout_s);
+ABSL_DECLARE_FLAG(int64_t, store_max_memory_mb);
 
 namespace ddpx::trainer {
 
@@ -31,9 +32,9 @@ namespace ddpx::trainer {
 std::optional<int> launch_unless_rank(int argc, char** argv);
 
 // This rank's InitOptions from --backend, --init, --rank, --world_size,
-// --job_id (init_flags.h) and --timeout_s. Sets DDPX_GLOO_SOCKET_IFNAME
-// from --iface, where the Gloo backend and every group built later read
-// it. The error names the flag or variable that is missing or malformed.
+// --job_id (init_flags.h), --timeout_s and --store_max_memory_mb. Sets
+// DDPX_GLOO_SOCKET_IFNAME from --iface, where the Gloo backend and every
+// group built later read it. The error names the flag or variable that is missing or malformed.
 absl::StatusOr<InitOptions> init_options_from_flags();
 
 // The settings every rank of a job must agree on (InitOptions::job_settings,

@@ -198,6 +198,34 @@ TEST(InitProcesses, DestroyRightAfterTheLastOpLeavesPeersUnharmed) {
 
 // ---- errors, in process ----
 
+// The store rank 0 serves holds at most InitOptions::store_max_memory for
+// its clients (1 GiB by default), so one request cannot take the machine.
+TEST(InitStore, RankZeroServesItsStoreWithTheGivenMemoryLimit) {
+  const Bytes value(2 << 20, 'x');  // 2 MiB
+  InitOptions o;
+  o.rank = 0;
+  o.world_size = 1;
+  o.init_method = "tcp://127.0.0.1:" + std::to_string(testing_util::free_port());
+  o.store_max_memory = 1 << 20;
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> limited = init_process_group(o);
+  ASSERT_TRUE(limited.ok()) << limited.status();
+  absl::Status refused = (*limited)->store()->set("big", value);
+  EXPECT_THAT(refused.message(), HasSubstr("memory limit of 1048576 bytes")) << refused;
+  limited->reset();
+  destroy_process_group();
+
+  InitOptions d;
+  d.rank = 0;
+  d.world_size = 1;
+  d.init_method = "tcp://127.0.0.1:" + std::to_string(testing_util::free_port());
+  EXPECT_EQ(d.store_max_memory, uint64_t{1} << 30);
+  absl::StatusOr<std::shared_ptr<ProcessGroup>> defaults = init_process_group(d);
+  ASSERT_TRUE(defaults.ok()) << defaults.status();
+  EXPECT_TRUE((*defaults)->store()->set("big", value).ok());
+  defaults->reset();
+  destroy_process_group();
+}
+
 TEST(InitErrors, UnknownInitMethod) {
   InitOptions o;
   o.init_method = "udp://x";
