@@ -65,7 +65,7 @@ struct DDPOptions {
   // copied into its view by the next backward.
   bool gradient_as_bucket_view = false;
   // Parameters that get no gradient in a backward pass (not in the graph)
-  // no longer fail the step, as in torch's DDP: a parameter this rank did
+  // do not fail the step, as in torch's DDP: a parameter this rank did
   // not use contributes its current local gradient (zero after zero_grad,
   // zeros if .grad() is undefined) to the average, which it gets if some
   // rank used it; a parameter no rank used keeps its .grad() as it was

@@ -2,10 +2,12 @@
 """Trains examples/torch/cnn.h's residual CNN with torch's own
 DistributedDataParallel (gloo, 2 CPU processes) for a few steps per
 communication hook and writes each step's averaged gradients as goldens for
-tests/torch/torch_ddp_golden_test.cc, which repeats the run with
+tests/torch/torch_ddp_golden_test.cc, which runs this script when it starts
+(torch's float results depend on the CPU's kernels, so the reference comes
+from the machine that runs the test) and repeats the run with
 ddpx::torch::DistributedDataParallel over libtorch.
 
-    python3 tests/reference/torch_ddp_goldens.py [--out tests/reference/golden]
+    python3 tests/reference/torch_ddp_goldens.py --out DIR
 
 Weights, images and labels come from formulas the C++ test repeats (so only
 gradients are stored). One thread per process: the same libtorch kernels then
@@ -175,7 +177,7 @@ def free_port():
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--out", default=os.path.join(os.path.dirname(__file__), "golden"))
+    ap.add_argument("--out", required=True, help="folder for the goldens")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     mp.spawn(worker, args=(free_port(), args.out), nprocs=WORLD_SIZE, join=True)

@@ -1,7 +1,8 @@
 // ddpx::torch::DistributedDataParallel against torch's own DDP: the residual
 // CNN of examples/torch/cnn.h, the same weights, batches and seed on two
-// ranks, trained a few steps with SGD + momentum. The goldens
-// (tests/reference/torch_ddp_goldens.py) hold torch DDP's averaged gradients
+// ranks, trained a few steps with SGD + momentum. The goldens, which
+// tests/reference/torch_ddp_goldens.py writes when the test starts, hold
+// torch DDP's averaged gradients
 // after every step for its default allreduce, fp16_compress_hook,
 // bf16_compress_hook and powerSGD_hook (initial Q fixed through the
 // warm-start memory on both sides).
@@ -34,7 +35,14 @@ using torch_testing::golden_batch;
 using torch_testing::init_parameters;
 using torch_testing::run_ranks;
 
-constexpr char kDir[] = "tests/reference/golden/";
+// torch's DDP run here by tests/reference/torch_ddp_goldens.py, once per
+// test binary: its float results depend on the CPU's kernels, so the
+// reference comes from the same machine as the run it checks.
+const std::string& golden_dir() {
+  static const std::string* dir = new std::string(
+      torch_testing::run_torch_script("tests/reference/torch_ddp_goldens.py", "golden") + "/");
+  return *dir;
+}
 
 struct Goldens {
   std::map<std::string, double> settings;
@@ -45,8 +53,8 @@ struct Goldens {
 
 Goldens read_goldens() {
   Goldens g;
-  std::ifstream in(std::string(kDir) + "torch_ddp_goldens.txt");
-  EXPECT_TRUE(in.good()) << "cannot open " << kDir << "torch_ddp_goldens.txt";
+  std::ifstream in(golden_dir() + "torch_ddp_goldens.txt");
+  EXPECT_TRUE(in.good()) << "cannot open " << golden_dir() << "torch_ddp_goldens.txt";
   std::string line;
   while (std::getline(in, line)) {
     if (line.empty() || line[0] == '#') continue;
@@ -74,8 +82,8 @@ Goldens read_goldens() {
 }
 
 std::vector<float> read_f32(const std::string& name) {
-  std::ifstream in(std::string(kDir) + name, std::ios::binary);
-  EXPECT_TRUE(in.good()) << "cannot open " << kDir << name;
+  std::ifstream in(golden_dir() + name, std::ios::binary);
+  EXPECT_TRUE(in.good()) << "cannot open " << golden_dir() << name;
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   std::vector<float> v(bytes.size() / 4);
   memcpy(v.data(), bytes.data(), v.size() * 4);

@@ -168,35 +168,9 @@ std::vector<float> read_f32(const std::string& path) {
 // Runs torch's DDP through the script; empty names on failure (reported).
 Reference run_torch_reference() {
   Reference ref;
-  const char* tmp = getenv("TEST_TMPDIR");
-  const std::string out = std::string(tmp ? tmp : "/tmp") + "/torch_ddp_lstm";
-  const char* python = getenv("PYTHON");
-  const std::string command = std::string(python ? python : "python3") +
-                              " tests/reference/torch_ddp_lstm.py --out " + out + " 2>&1";
-  // A second try only for a run that failed outright (torch's own
-  // multiprocessing, not a result); every failure's output is shown.
-  int rc = -1;
-  for (int attempt = 1; attempt <= 2 && rc != 0; ++attempt) {
-    FILE* p = popen(command.c_str(), "r");
-    if (p == nullptr) {
-      ADD_FAILURE() << "cannot start: " << command;
-      return ref;
-    }
-    std::string log;
-    char buf[4096];
-    size_t n;
-    while ((n = fread(buf, 1, sizeof buf, p)) > 0) log.append(buf, n);
-    rc = pclose(p);
-    if (rc != 0) {
-      std::fprintf(stderr, "attempt %d: %s failed (status %d):\n%s\n", attempt, command.c_str(),
-                   rc, log.c_str());
-    }
-  }
-  if (rc != 0) {
-    ADD_FAILURE() << command << " failed twice (output above; torch's DDP must run here: "
-                  << "tools/setup installs torch)";
-    return ref;
-  }
+  const std::string out =
+      torch_testing::run_torch_script("tests/reference/torch_ddp_lstm.py", "torch_ddp_lstm");
+  if (out.empty()) return ref;
   std::ifstream in(out + "/lstm.txt");
   std::string line;
   while (std::getline(in, line)) {

@@ -8,11 +8,14 @@
 #include <torch/nn/module.h>
 
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "gtest/gtest.h"
 #include "process_group/process_group.h"
 #include "tests/rank_threads.h"
 
@@ -99,6 +102,43 @@ inline std::vector<float> flat_parameters(::torch::nn::Module& module) {
   }
   const std::vector<float> buffers = flat_buffers(module);
   out.insert(out.end(), buffers.begin(), buffers.end());
+  return out;
+}
+
+// Runs `python3 <script> --out <dir>` (python3, or $PYTHON: it needs torch,
+// which tools/setup installs) and returns <dir>, a folder under
+// $TEST_TMPDIR named `name`; "" after a test failure that shows the
+// script's output. The reference is torch's DDP run here, so its kernels
+// are the ones this machine's libtorch runs too. A second try only for a
+// run that failed outright (torch's own multiprocessing, not a result).
+inline std::string run_torch_script(const std::string& script, const std::string& name) {
+  const char* tmp = std::getenv("TEST_TMPDIR");
+  const std::string out = std::string(tmp ? tmp : "/tmp") + "/" + name;
+  const char* python = std::getenv("PYTHON");
+  const std::string command =
+      std::string(python ? python : "python3") + " " + script + " --out " + out + " 2>&1";
+  int rc = -1;
+  for (int attempt = 1; attempt <= 2 && rc != 0; ++attempt) {
+    FILE* p = popen(command.c_str(), "r");
+    if (p == nullptr) {
+      ADD_FAILURE() << "cannot start: " << command;
+      return "";
+    }
+    std::string log;
+    char buf[4096];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, p)) > 0) log.append(buf, n);
+    rc = pclose(p);
+    if (rc != 0) {
+      std::fprintf(stderr, "attempt %d: %s failed (status %d):\n%s\n", attempt, command.c_str(),
+                   rc, log.c_str());
+    }
+  }
+  if (rc != 0) {
+    ADD_FAILURE() << command << " failed twice (output above; torch's DDP must run here: "
+                  << "tools/setup installs torch)";
+    return "";
+  }
   return out;
 }
 
