@@ -25,9 +25,7 @@ and torch_ddp_<case>.f32 (per step, every parameter's gradient flattened in
 named_parameters() order; float32 little endian).
 """
 import argparse
-import math
 import os
-import socket
 import sys
 
 import torch
@@ -37,6 +35,8 @@ import torch.nn.functional as F
 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
 from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook as psgd
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from deterministic_init import free_port, init_parameters
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
                                 "examples", "reference"))
@@ -53,15 +53,6 @@ PSGD_START = 2
 CASES = [("allreduce", 3), ("fp16", 3), ("bf16", 3), ("powersgd", 4)]
 
 
-def init_value(k, i, name, shape):
-    """Element i of parameter k (named_parameters order)."""
-    v = ((i * 37 + k * 11) % 29 - 14) / 14.0
-    if len(shape) > 1:
-        fan_in = math.prod(shape) // shape[0]
-        return v / math.sqrt(fan_in)
-    if name.endswith("weight"):
-        return 1.0 + 0.1 * v
-    return 0.1 * v
 
 
 def image_value(j, step, rank):
@@ -77,12 +68,7 @@ def q_init_value(j):
 
 
 def make_model():
-    model = ResidualCnn(WIDTH, SIDE)
-    with torch.no_grad():
-        for k, (name, p) in enumerate(model.named_parameters()):
-            vals = [init_value(k, i, name, tuple(p.shape)) for i in range(p.numel())]
-            p.copy_(torch.tensor(vals, dtype=torch.float64).view(p.shape).float())
-    return model
+    return init_parameters(ResidualCnn(WIDTH, SIDE))
 
 
 def batch(step, rank):
@@ -169,10 +155,6 @@ def worker(rank, port, out_dir):
     dist.destroy_process_group()
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

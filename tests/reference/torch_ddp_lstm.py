@@ -22,9 +22,7 @@ lstm_<mode>.f32 per mode ("none", "zero"): rank 0's final parameters
 flattened in that order, float32 little endian.
 """
 import argparse
-import math
 import os
-import socket
 
 import torch
 import torch.distributed as dist
@@ -32,6 +30,8 @@ import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.nn.parallel import DistributedDataParallel as DDP
+
+from deterministic_init import free_port, init_parameters
 
 WORLD_SIZE = 2
 VOCAB = 12
@@ -65,23 +65,10 @@ class LstmLm(nn.Module):
         return self.decoder(h)
 
 
-def init_value(k, i, name, shape):
-    """Element i of parameter k (named_parameters order); the C++ test's twin."""
-    v = ((i * 37 + k * 11) % 29 - 14) / 14.0
-    if len(shape) > 1:
-        return v / math.sqrt(math.prod(shape) // shape[0])
-    if name.endswith("weight"):
-        return 1.0 + 0.1 * v
-    return 0.1 * v
 
 
 def make_model():
-    model = LstmLm()
-    with torch.no_grad():
-        for k, (name, p) in enumerate(model.named_parameters()):
-            vals = [init_value(k, i, name, tuple(p.shape)) for i in range(p.numel())]
-            p.copy_(torch.tensor(vals, dtype=torch.float64).view(p.shape).float())
-    return model
+    return init_parameters(LstmLm())
 
 
 def batch(step, rank):
@@ -133,10 +120,6 @@ def worker(rank, port, out_dir):
     os._exit(0)
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def main():

@@ -30,7 +30,7 @@ inline void run_ranks(int world, const std::function<void(std::shared_ptr<Proces
   });
 }
 
-// torch_ddp_goldens.py's init_value: element i of parameter k.
+// tests/reference/deterministic_init.py's init_value: element i of parameter k.
 inline double init_value(int64_t k, int64_t i, const std::string& name,
                          const std::vector<int64_t>& shape) {
   const double v = static_cast<double>((i * 37 + k * 11) % 29 - 14) / 14.0;
