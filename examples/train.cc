@@ -138,12 +138,8 @@ int main(int argc, char** argv) {
   }
   ddpx::InitOptions init = *std::move(init_or);
   // What every rank must agree on, refused at rendezvous naming the flag.
-  init.job_settings = ddpx::trainer::job_settings_from_flags(
-      "examples/train",
-      {"hidden", "sync", "backend", "hook", "bucket_cap_mb", "first_bucket_cap_mb",
-       "gradient_as_bucket_view", "seed", "lr", "lr_schedule", "momentum", "weight_decay",
-       "batch_size", "epochs", "max_steps", "train_limit", "eval_every", "data_dir",
-       "checkpoint_dir", "checkpoint_every", "resume", "reset_hook_state"});
+  init.job_settings =
+      ddpx::trainer::job_settings_from_flags("examples/train", {"hidden", "sync"});
   if (const std::string dir = absl::GetFlag(FLAGS_trace_dir); !dir.empty()) {
     setenv("DDPX_TRACE_DIR", dir.c_str(), 1);  // read by init_process_group
   }

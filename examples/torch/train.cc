@@ -286,12 +286,8 @@ int main(int argc, char** argv) {
   if (!init_or.ok()) return fail(std::string(init_or.status().message()), 2);
   ddpx::InitOptions init = *std::move(init_or);
   // What every rank must agree on, refused at rendezvous naming the flag.
-  init.job_settings = ddpx::trainer::job_settings_from_flags(
-      "examples/torch/train",
-      {"model", "width", "backend", "hook", "bucket_cap_mb", "first_bucket_cap_mb",
-       "gradient_as_bucket_view", "seed", "lr", "lr_schedule", "momentum", "weight_decay",
-       "batch_size", "epochs", "max_steps", "train_limit", "eval_every", "data_dir",
-       "checkpoint_dir", "checkpoint_every", "resume", "reset_hook_state"});
+  init.job_settings =
+      ddpx::trainer::job_settings_from_flags("examples/torch/train", {"model", "width"});
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg_or = ddpx::init_process_group(init);
   if (!pg_or.ok()) {
     return fail(absl::StrCat("init_process_group(", init.backend, ", ", init.init_method,

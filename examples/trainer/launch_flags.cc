@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <iterator>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/reflection.h"
@@ -69,7 +70,15 @@ absl::StatusOr<InitOptions> init_options_from_flags() {
 }
 
 JobSettings job_settings_from_flags(const std::string& trainer,
-                                    const std::vector<std::string>& flags) {
+                                    const std::vector<std::string>& model_flags) {
+  // The training flags both trainers declare, after the model's own.
+  static const char* const kTrainingFlags[] = {
+      "backend", "hook", "bucket_cap_mb", "first_bucket_cap_mb", "gradient_as_bucket_view",
+      "seed", "lr", "lr_schedule", "momentum", "weight_decay", "batch_size", "epochs",
+      "max_steps", "train_limit", "eval_every", "data_dir", "checkpoint_dir",
+      "checkpoint_every", "resume", "reset_hook_state"};
+  std::vector<std::string> flags = model_flags;
+  flags.insert(flags.end(), std::begin(kTrainingFlags), std::end(kTrainingFlags));
   JobSettings settings = {{"trainer", trainer}};
   for (const std::string& name : flags) {
     const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);

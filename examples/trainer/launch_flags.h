@@ -39,10 +39,13 @@ absl::StatusOr<InitOptions> init_options_from_flags();
 
 // The settings every rank of a job must agree on (InitOptions::job_settings,
 // compared at rendezvous): ("trainer", `trainer`), then (name, value) of
-// each flag in `flags`, named as on the command line, so a refusal names
-// the flag that differs. Every name must be a flag of this binary.
+// each flag in `model_flags` and of the training flags both trainers
+// declare (backend, hook, buckets, seed, learning rate and schedule,
+// momentum, weight decay, batch size, steps, data, checkpoints), named as on
+// the command line, so a refusal names the flag that differs. Every name
+// must be a flag of this binary.
 JobSettings job_settings_from_flags(const std::string& trainer,
-                                    const std::vector<std::string>& flags);
+                                    const std::vector<std::string>& model_flags);
 
 }  // namespace ddpx::trainer
 
