@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""torch.distributed from Python on the "ddpx" backend against Gloo and
+against DeepSpeed's CPU shared-memory allreduce, in one run.
+
+    bazel run //examples/benchmarks:torch_backend_bench
+    python3 examples/benchmarks/torch_backend_bench.py [--ranks 2,4] [--rounds 5]
+
+For 2 and 4 ranks (real processes on this host, one torch thread each):
+  - all_reduce (SUM, float32) from 8 B to 64 MiB on ddpx, on Gloo, and with
+    DeepSpeed's `inference_all_reduce` (the shared-memory op DeepSpeed
+    builds itself, torch.ops.deepspeed.inference_all_reduce_; its op finds
+    its peers only when LOCAL_SIZE is set, which this script does);
+  - reduce_scatter_tensor and all_gather_into_tensor of 64 MiB (the full
+    tensor) on ddpx and Gloo;
+  - 2 ranks only: one torch DDP training step (MLP 784-2048-2048-10, batch
+    64 per rank, SGD) with the model's process group on ddpx or on Gloo.
+Every rank holds a Gloo group (the default group, also used to agree on
+iteration counts and to collect times), a ddpx group (new_group) and
+DeepSpeed's op. Rounds alternate the backends (the order rotates each
+round); each point of a round is the slowest rank's mean time per op over
+enough iterations to fill --budget seconds; the figure is the median over
+rounds. The parent process hosts the store (it binds a free port and hands
+it to the ranks). The load average is printed at the start, between world
+sizes and at the end.
+
+Last line (2 ranks; see issue 30):
+  RESULT py_allreduce_vs_gloo_min=  Gloo's time / ddpx's, worst size
+         py_allreduce_vs_gloo_small_min=  the same from 8 B to 1 MiB
+         py_allreduce_vs_deepspeed_min=  DeepSpeed's time / ddpx's, worst size
+         py_allreduce_vs_deepspeed_geomean=  geometric mean over the sizes
+         py_reduce_scatter_64MiB_vs_gloo=  Gloo's time / ddpx's
+         torch_ddp_step_vs_gloo=  ddpx's step time / Gloo's
+"""
+import argparse
+import datetime
+import math
+import os
+import statistics
+import sys
+import time
+import traceback
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+SIZES = [8, 64, 512, 4 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20,
+         32 << 20, 64 << 20]
+SMALL_MAX = 1 << 20
+BIG = 64 << 20
+BACKENDS = ["ddpx", "gloo", "deepspeed"]
+
+
+def human(nbytes):
+    for unit, shift in (("MiB", 20), ("KiB", 10)):
+        if nbytes >= 1 << shift:
+            return f"{nbytes >> shift} {unit}"
+    return f"{nbytes} B"
+
+
+def fmt_time(seconds):
+    if seconds >= 1e-3:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds * 1e6:.1f} us"
+
+
+def load_average():
+    return "load average: " + " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+class Rank:
+    """One rank's groups and the timing rule every measurement follows."""
+
+    def __init__(self, rank, world, args):
+        self.rank, self.world, self.args = rank, world, args
+        self.gloo = dist.group.WORLD
+        import ddpx_torch  # noqa: F401  (registers the "ddpx" backend)
+        self.ddpx = dist.new_group(backend="ddpx")
+        self.deepspeed_ok = self._init_deepspeed() if not args.no_deepspeed else False
+
+    def _init_deepspeed(self):
+        import deepspeed
+        deepspeed.comm.init_distributed(dist_backend="gloo", verbose=False)
+        cdb = deepspeed.comm.comm.cdb
+        level = getattr(cdb, "shm_vector_kernel_level", 0)
+        ok = (getattr(cdb, "shm_comm_op", None) is not None and level >= 1
+              and hasattr(torch.ops.deepspeed, "inference_all_reduce_"))
+        if not ok and self.rank == 0:
+            print(f"DeepSpeed's shared-memory op is not usable here (op built: "
+                  f"{getattr(cdb, 'shm_comm_op', None) is not None}, vector kernel level "
+                  f"{level}); its column is left out", flush=True)
+        return ok
+
+    def _slowest(self, seconds):
+        t = torch.tensor([seconds], dtype=torch.float64)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.gloo)
+        return t.item()
+
+    def time_per_op(self, fn, budget=None, max_iters=2000):
+        """The slowest rank's mean seconds per fn() over iterations that fill
+        `budget` seconds (every rank runs the same count)."""
+        budget = budget or self.args.budget
+        fn()
+        start = time.perf_counter()
+        fn()
+        estimate = self._slowest(time.perf_counter() - start)
+        iters = max(2, min(max_iters, int(budget / max(estimate, 1e-7))))
+        dist.barrier(group=self.gloo)
+        start = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        return self._slowest((time.perf_counter() - start) / iters)
+
+
+def allreduce_fn(r, backend, t):
+    if backend == "deepspeed":
+        return lambda: torch.ops.deepspeed.inference_all_reduce_(t)
+    group = r.ddpx if backend == "ddpx" else r.gloo
+    return lambda: dist.all_reduce(t, group=group)
+
+
+def check_allreduce(r, backends):
+    """Each backend sums (a wrong sum would make its time meaningless)."""
+    for backend in backends:
+        t = torch.full((1000,), float(r.rank + 1))
+        allreduce_fn(r, backend, t)()
+        want = r.world * (r.world + 1) / 2
+        if not bool(torch.all(t == want)):
+            raise RuntimeError(f"{backend}: all_reduce gave {t[0].item()}, expected {want}")
+
+
+def bench_collectives(r, out):
+    backends = [b for b in BACKENDS if b != "deepspeed" or r.deepspeed_ok]
+    check_allreduce(r, backends)
+    tensors = {(b, s): torch.zeros(s // 4) for b in backends for s in SIZES}
+    rs_in = {b: torch.zeros(BIG // 4) for b in ("ddpx", "gloo")}
+    rs_out = {b: torch.zeros(BIG // 4 // r.world) for b in ("ddpx", "gloo")}
+    for rnd in range(r.args.rounds):
+        order = backends[rnd % len(backends):] + backends[:rnd % len(backends)]
+        for s in SIZES:
+            for b in order:
+                t = r.time_per_op(allreduce_fn(r, b, tensors[(b, s)]))
+                out.setdefault(("all_reduce", b, s), []).append(t)
+        for b in order:
+            if b == "deepspeed":
+                continue
+            group = r.ddpx if b == "ddpx" else r.gloo
+            t = r.time_per_op(lambda: dist.reduce_scatter_tensor(rs_out[b], rs_in[b], group=group))
+            out.setdefault(("reduce_scatter_tensor", b, BIG), []).append(t)
+            t = r.time_per_op(lambda: dist.all_gather_into_tensor(rs_in[b], rs_out[b], group=group))
+            out.setdefault(("all_gather_into_tensor", b, BIG), []).append(t)
+        if r.rank == 0:
+            print(f"  round {rnd + 1}/{r.args.rounds} done, {load_average()}", flush=True)
+
+
+def ddp_model(group):
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(784, 2048), torch.nn.ReLU(),
+                              torch.nn.Linear(2048, 2048), torch.nn.ReLU(),
+                              torch.nn.Linear(2048, 10))
+    return DDP(net, process_group=group)
+
+
+def bench_ddp_step(r, out):
+    models = {b: ddp_model(r.ddpx if b == "ddpx" else r.gloo) for b in ("ddpx", "gloo")}
+    opts = {b: torch.optim.SGD(m.parameters(), lr=0.01) for b, m in models.items()}
+    gen = torch.Generator().manual_seed(r.rank)
+    x = torch.randn(64, 784, generator=gen)
+    y = torch.randint(0, 10, (64,), generator=gen)
+
+    def step(b):
+        opts[b].zero_grad()
+        torch.nn.functional.cross_entropy(models[b](x), y).backward()
+        opts[b].step()
+
+    for rnd in range(r.args.rounds):
+        order = ["ddpx", "gloo"] if rnd % 2 == 0 else ["gloo", "ddpx"]
+        for b in order:
+            t = r.time_per_op(lambda: step(b), budget=4 * r.args.budget, max_iters=50)
+            out.setdefault(("ddp_step", b, 0), []).append(t)
+
+
+def rank_main(rank, world, port, args, result_path):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_SIZE=str(world),
+                      LOCAL_WORLD_SIZE=str(world))
+    torch.set_num_threads(1)
+    try:
+        store = dist.TCPStore("127.0.0.1", port, world, is_master=False,
+                              timeout=timedelta(seconds=300))
+        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+                                timeout=timedelta(seconds=300))
+        r = Rank(rank, world, args)
+        out = {}
+        bench_collectives(r, out)
+        if world == 2 and not args.no_ddp:
+            bench_ddp_step(r, out)
+        if rank == 0:
+            torch.save({k: v for k, v in out.items()}, result_path)
+        dist.barrier()
+        dist.destroy_process_group()
+    except BaseException:
+        traceback.print_exc()
+        raise
+
+
+def run_world(world, args, tmpdir):
+    # The parent hosts the store: the port is bound here and handed over.
+    server = dist.TCPStore("127.0.0.1", 0, world + 1, is_master=True, wait_for_workers=False,
+                           timeout=timedelta(seconds=300))
+    path = os.path.join(tmpdir, f"world{world}.pt")
+    mp.start_processes(rank_main, args=(world, server.port, args, path), nprocs=world,
+                       join=True, start_method="spawn")
+    del server
+    return {k: statistics.median(v) for k, v in torch.load(path).items()}
+
+
+def print_table(world, med):
+    print(f"\n== {world} ranks: all_reduce (float32, SUM), median over rounds ==")
+    have_ds = ("all_reduce", "deepspeed", SIZES[0]) in med
+    print(f"{'size':>8} {'ddpx':>11} {'gloo':>11}" + (f" {'deepspeed':>11}" if have_ds else "")
+          + "  gloo/ddpx" + ("  deepspeed/ddpx" if have_ds else ""))
+    for s in SIZES:
+        d, g = med[("all_reduce", "ddpx", s)], med[("all_reduce", "gloo", s)]
+        line = f"{human(s):>8} {fmt_time(d):>11} {fmt_time(g):>11}"
+        if have_ds:
+            line += f" {fmt_time(med[('all_reduce', 'deepspeed', s)]):>11}"
+        line += f"  {g / d:9.2f}"
+        if have_ds:
+            line += f"  {med[('all_reduce', 'deepspeed', s)] / d:14.2f}"
+        print(line)
+    for op in ("reduce_scatter_tensor", "all_gather_into_tensor"):
+        d, g = med[(op, "ddpx", BIG)], med[(op, "gloo", BIG)]
+        print(f"{op} 64 MiB: ddpx {fmt_time(d)}, gloo {fmt_time(g)}, gloo/ddpx {g / d:.2f}")
+    if ("ddp_step", "ddpx", 0) in med:
+        d, g = med[("ddp_step", "ddpx", 0)], med[("ddp_step", "gloo", 0)]
+        print(f"DDP step (MLP 784-2048-2048-10, batch 64/rank): ddpx {fmt_time(d)}, "
+              f"gloo {fmt_time(g)}, ddpx/gloo {d / g:.3f}")
+
+
+def result_line(med):
+    def ratio(other, s):
+        return med[("all_reduce", other, s)] / med[("all_reduce", "ddpx", s)]
+    fields = {
+        "py_allreduce_vs_gloo_min": min(ratio("gloo", s) for s in SIZES),
+        "py_allreduce_vs_gloo_small_min": min(ratio("gloo", s) for s in SIZES if s <= SMALL_MAX),
+    }
+    if ("all_reduce", "deepspeed", SIZES[0]) in med:
+        ds = [ratio("deepspeed", s) for s in SIZES]
+        fields["py_allreduce_vs_deepspeed_min"] = min(ds)
+        fields["py_allreduce_vs_deepspeed_geomean"] = math.exp(sum(map(math.log, ds)) / len(ds))
+    fields["py_reduce_scatter_64MiB_vs_gloo"] = (med[("reduce_scatter_tensor", "gloo", BIG)]
+                                                 / med[("reduce_scatter_tensor", "ddpx", BIG)])
+    if ("ddp_step", "ddpx", 0) in med:
+        fields["torch_ddp_step_vs_gloo"] = (med[("ddp_step", "ddpx", 0)]
+                                            / med[("ddp_step", "gloo", 0)])
+    return "RESULT " + " ".join(f"{k}={v:.3f}" for k, v in fields.items())
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--ranks", default="2,4", help="world sizes, comma-separated (RESULT: 2)")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--budget", type=float, default=0.15,
+                   help="seconds of iterations per point and round")
+    p.add_argument("--no_deepspeed", action="store_true", help="leave DeepSpeed's column out")
+    p.add_argument("--no_ddp", action="store_true", help="leave the DDP step out")
+    args = p.parse_args()
+    worlds = [int(w) for w in args.ranks.split(",")]
+    print(f"torch_backend_bench {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC, "
+          f"{os.cpu_count()} CPUs, torch {torch.__version__}, python {sys.version.split()[0]}")
+    print(load_average(), flush=True)
+    import tempfile
+    results = {}
+    with tempfile.TemporaryDirectory(prefix="torch_backend_bench_") as tmpdir:
+        for world in worlds:
+            print(f"-- {world} ranks ({load_average()})", flush=True)
+            results[world] = run_world(world, args, tmpdir)
+            print_table(world, results[world])
+    print(f"\n# at the end: {load_average()}")
+    if 2 in results:
+        print(result_line(results[2]))
+    else:
+        print("RESULT (needs --ranks with 2)")
+
+
+if __name__ == "__main__":
+    main()
