@@ -35,7 +35,7 @@
 #include "absl/strings/str_join.h"
 #include "hooks/comm_hook.h"
 #include "hooks/registry.h"
-#include "python/ddpx_group.h"
+#include "python/csrc/group_lookup.h"
 
 namespace ddpx_torch {
 namespace {
@@ -228,9 +228,14 @@ class HookHandle {
   std::string spec_;
 };
 
-HookHandle register_comm_hook(c10d::Reducer& reducer, c10d::ProcessGroup& process_group,
+// With the GIL: the Python objects are read; without it: the hook is made
+// (int8:hierarchical builds its host subgroups, collectively) and handed to
+// torch's Reducer.
+HookHandle register_comm_hook(py::handle reducer_obj, py::handle process_group,
                               const std::string& spec) {
-  std::shared_ptr<ddpx::ProcessGroup> group = ddpx_group_of(process_group, "register_comm_hook");
+  std::shared_ptr<ddpx::ProcessGroup> group = ddpx_group_of(process_group);
+  auto& reducer = reducer_obj.cast<c10d::Reducer&>();
+  py::gil_scoped_release no_gil;
   absl::StatusOr<std::unique_ptr<ddpx::CommHook>> made = ddpx::make_comm_hook(spec, group);
   if (!made.ok()) {
     throw std::invalid_argument(absl::StrCat("ddpx_torch.register_comm_hook: ",
@@ -254,7 +259,7 @@ void bind_comm_hooks(py::module_& m) {
       .def("save_state", &HookHandle::save_state, "The hook's state as bytes")
       .def("load_state", &HookHandle::load_state, py::arg("state"));
   m.def("_register_comm_hook", &register_comm_hook, py::arg("reducer"), py::arg("process_group"),
-        py::arg("spec"), py::call_guard<py::gil_scoped_release>(),
+        py::arg("spec"),
         "Registers ddpx's hook `spec` (hooks/registry.h) on torch's DDP reducer over the ddpx "
         "group behind `process_group`");
   m.def("_comm_hook_names", [] {

@@ -40,7 +40,13 @@ def register_comm_hook(ddp_model, spec):
     if not isinstance(spec, str) or not spec:
         raise ValueError("ddpx_torch.register_comm_hook: spec must be a hook spec such as "
                          f"'int8' or 'powersgd:rank=2' (hooks: {', '.join(comm_hook_names())})")
-    handle = _ddpx_c()._register_comm_hook(ddp_model.reducer, ddp_model.process_group, spec)
+    group = ddp_model.process_group
+    backend = torch.distributed.get_backend(group)
+    if "ddpx" not in str(backend):
+        raise ValueError(f"ddpx_torch.register_comm_hook('{spec}'): the model's process group "
+                         f"runs on {backend!r}; ddpx's hooks need a group on \"ddpx\" "
+                         "(init_process_group(\"ddpx\") or new_group(backend=\"ddpx\"))")
+    handle = _ddpx_c()._register_comm_hook(ddp_model.reducer, group, spec)
     # What torch's own register_comm_hook records, for DDP's logging data.
     ddp_model.logger._set_comm_hook_name(f"ddpx:{spec}")
     return handle

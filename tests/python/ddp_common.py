@@ -8,6 +8,7 @@ The training run is deterministic given the backend's sums: one torch thread
 per rank, weights from torch.manual_seed(0), rank r's batch of step s is
 rows [(s * world + r) * batch, ... + batch) of the training set.
 """
+import glob
 import os
 import socket
 import sys
@@ -22,6 +23,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "reference"))
 import train_torch  # noqa: E402  (mlp, load, register_hook: torch's hooks by spec)
+
+# Under Bazel the built package sits in the runfiles (//python:ddpx_torch);
+# elsewhere the installed wheel is used. Spawned ranks inherit sys.path.
+if glob.glob(os.path.join(ROOT, "python", "ddpx_torch", "_C*.so")):
+    sys.path.insert(0, os.path.join(ROOT, "python"))
 
 DATA_DIR = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 
