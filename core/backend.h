@@ -8,18 +8,18 @@
 // up waiting reports it as DeadlineExceeded, naming the op and the timeout.
 // Every op returns at once with a Work; failures, including unsupported ops,
 // arrive through that Work.
-#ifndef DDPX_PROCESS_GROUP_BACKEND_H_
-#define DDPX_PROCESS_GROUP_BACKEND_H_
+#ifndef DDPX_CORE_BACKEND_H_
+#define DDPX_CORE_BACKEND_H_
 
 #include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "process_group/host_topology.h"
-#include "process_group/options.h"
-#include "process_group/tensor.h"
-#include "process_group/work.h"
+#include "core/host_topology.h"
+#include "core/options.h"
+#include "core/tensor.h"
+#include "core/work.h"
 
 namespace ddpx {
 
@@ -104,4 +104,4 @@ class Backend {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_BACKEND_H_
+#endif  // DDPX_CORE_BACKEND_H_

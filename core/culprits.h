@@ -9,8 +9,8 @@
 //   absl::Status s = absl::DeadlineExceededError("...");
 //   set_culprits(&s, {CulpritReason::kSilent, {3}});
 //   culprits_of(s)->ranks  // {3}
-#ifndef DDPX_PROCESS_GROUP_CULPRITS_H_
-#define DDPX_PROCESS_GROUP_CULPRITS_H_
+#ifndef DDPX_CORE_CULPRITS_H_
+#define DDPX_CORE_CULPRITS_H_
 
 #include <optional>
 #include <string>
@@ -82,4 +82,4 @@ inline std::optional<Culprits> culprits_of(const absl::Status& status) {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_CULPRITS_H_
+#endif  // DDPX_CORE_CULPRITS_H_

@@ -1,4 +1,4 @@
-#include "process_group/dtype.h"
+#include "core/dtype.h"
 
 namespace ddpx {
 

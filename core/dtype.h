@@ -1,6 +1,6 @@
 // Element types and devices of tensors.
-#ifndef DDPX_PROCESS_GROUP_DTYPE_H_
-#define DDPX_PROCESS_GROUP_DTYPE_H_
+#ifndef DDPX_CORE_DTYPE_H_
+#define DDPX_CORE_DTYPE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -52,4 +52,4 @@ struct Device {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_DTYPE_H_
+#endif  // DDPX_CORE_DTYPE_H_

@@ -4,8 +4,8 @@
 // Future<Tensor>. then(fn) chains work without blocking: fn runs on the
 // thread that completes this future (or at once if already complete), and an
 // error skips fn and flows into the returned future.
-#ifndef DDPX_PROCESS_GROUP_FUTURE_H_
-#define DDPX_PROCESS_GROUP_FUTURE_H_
+#ifndef DDPX_CORE_FUTURE_H_
+#define DDPX_CORE_FUTURE_H_
 
 #include <atomic>
 #include <chrono>
@@ -221,4 +221,4 @@ std::shared_ptr<Future<std::vector<T>>> collect_all(
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_FUTURE_H_
+#endif  // DDPX_CORE_FUTURE_H_

@@ -1,13 +1,13 @@
 // IEEE float16 and bfloat16 storage types with round-to-nearest-even
 // conversions. The conversions are constexpr-friendly scalar code usable from
 // host and device (hooks/ and cuda/ vectorize on top of them).
-#ifndef DDPX_PROCESS_GROUP_HALF_H_
-#define DDPX_PROCESS_GROUP_HALF_H_
+#ifndef DDPX_CORE_HALF_H_
+#define DDPX_CORE_HALF_H_
 
 #include <cstdint>
 #include <cstring>
 
-#include "process_group/dtype.h"
+#include "core/dtype.h"
 
 #if defined(__CUDACC__)
 #define DDPX_HOST_DEVICE __host__ __device__
@@ -94,4 +94,4 @@ template <> struct DTypeOf<BFloat16> { static constexpr DType value = DType::kBF
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_HALF_H_
+#endif  // DDPX_CORE_HALF_H_

@@ -1,6 +1,6 @@
 // Where the ranks of a group sit: which of them share a host.
-#ifndef DDPX_PROCESS_GROUP_HOST_TOPOLOGY_H_
-#define DDPX_PROCESS_GROUP_HOST_TOPOLOGY_H_
+#ifndef DDPX_CORE_HOST_TOPOLOGY_H_
+#define DDPX_CORE_HOST_TOPOLOGY_H_
 
 #include <vector>
 
@@ -27,4 +27,4 @@ struct HostTopology {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_HOST_TOPOLOGY_H_
+#endif  // DDPX_CORE_HOST_TOPOLOGY_H_

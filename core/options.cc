@@ -1,4 +1,4 @@
-#include "process_group/options.h"
+#include "core/options.h"
 
 #include "absl/strings/str_cat.h"
 

@@ -1,6 +1,6 @@
 // Reduction operators and the per-collective options objects.
-#ifndef DDPX_PROCESS_GROUP_OPTIONS_H_
-#define DDPX_PROCESS_GROUP_OPTIONS_H_
+#ifndef DDPX_CORE_OPTIONS_H_
+#define DDPX_CORE_OPTIONS_H_
 
 #include <chrono>
 #include <cstdint>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "process_group/dtype.h"
+#include "core/dtype.h"
 
 namespace ddpx {
 
@@ -102,4 +102,4 @@ const char* op_type_name(OpType op);
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_OPTIONS_H_
+#endif  // DDPX_CORE_OPTIONS_H_

@@ -9,13 +9,13 @@
 // L equal slices. This rank's slice of every piece lives in one scratch
 // buffer, followed by the zero-padded copy of the last piece when it needs
 // one (the padding is reduced with padding only and never copied back).
-#ifndef DDPX_PROCESS_GROUP_PIECE_LAYOUT_H_
-#define DDPX_PROCESS_GROUP_PIECE_LAYOUT_H_
+#ifndef DDPX_CORE_PIECE_LAYOUT_H_
+#define DDPX_CORE_PIECE_LAYOUT_H_
 
 #include <cstdint>
 #include <vector>
 
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 
@@ -58,4 +58,4 @@ class PieceLayout {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_PIECE_LAYOUT_H_
+#endif  // DDPX_CORE_PIECE_LAYOUT_H_

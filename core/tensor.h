@@ -3,8 +3,8 @@
 // Copying a Tensor copies the handle, not the bytes (like at::Tensor): views
 // made with view()/reshape() share storage with their source, which is how a
 // bucket's flat buffer and its per-gradient views stay one piece of memory.
-#ifndef DDPX_PROCESS_GROUP_TENSOR_H_
-#define DDPX_PROCESS_GROUP_TENSOR_H_
+#ifndef DDPX_CORE_TENSOR_H_
+#define DDPX_CORE_TENSOR_H_
 
 #include <cstdint>
 #include <cstdlib>
@@ -15,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "process_group/dtype.h"
-#include "process_group/half.h"
+#include "core/dtype.h"
+#include "core/half.h"
 
 namespace ddpx {
 
@@ -175,4 +175,4 @@ T* Tensor::data_as() const {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_TENSOR_H_
+#endif  // DDPX_CORE_TENSOR_H_

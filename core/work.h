@@ -1,6 +1,6 @@
 // A handle on one in-flight collective or point-to-point operation.
-#ifndef DDPX_PROCESS_GROUP_WORK_H_
-#define DDPX_PROCESS_GROUP_WORK_H_
+#ifndef DDPX_CORE_WORK_H_
+#define DDPX_CORE_WORK_H_
 
 #include <atomic>
 #include <chrono>
@@ -12,9 +12,9 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "process_group/future.h"
-#include "process_group/options.h"
-#include "process_group/tensor.h"
+#include "core/future.h"
+#include "core/options.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 
@@ -146,4 +146,4 @@ inline absl::Status wait_step(const std::shared_ptr<Work>& work, absl::string_vi
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_WORK_H_
+#endif  // DDPX_CORE_WORK_H_

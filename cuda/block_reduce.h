@@ -7,7 +7,7 @@
 
 #include <stdint.h>
 
-#include "process_group/half.h"
+#include "core/half.h"
 
 namespace ddpx {
 namespace cuda_math {

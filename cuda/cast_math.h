@@ -3,14 +3,14 @@
 // and the CPU tests call them for every thread of a simulated grid, so the
 // indexing, the 4-wide vector part and the scalar tail are tested without a GPU.
 //
-// Each element is converted by process_group/half.h (round to nearest even,
+// Each element is converted by core/half.h (round to nearest even,
 // NaN kept), the same scalar code the CPU hooks use.
 #ifndef DDPX_CUDA_CAST_MATH_H_
 #define DDPX_CUDA_CAST_MATH_H_
 
 #include <cstdint>
 
-#include "process_group/half.h"
+#include "core/half.h"
 
 namespace ddpx {
 namespace cuda_math {

@@ -5,7 +5,7 @@
 #define DDPX_CUDA_CUDA_ALLOCATOR_H_
 
 #include "cuda/caching_allocator.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

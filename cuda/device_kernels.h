@@ -19,7 +19,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

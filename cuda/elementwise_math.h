@@ -13,7 +13,7 @@
 #include <cstdint>
 
 #include "cuda/float_ops.h"
-#include "process_group/half.h"
+#include "core/half.h"
 
 namespace ddpx {
 namespace cuda_math {

@@ -8,7 +8,7 @@
 
 #include <math.h>
 
-#include "process_group/half.h"
+#include "core/half.h"
 
 namespace ddpx {
 namespace cuda_math {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "process_group/half.h"
+#include "core/half.h"
 
 namespace ddpx {
 namespace cuda_math {

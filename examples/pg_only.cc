@@ -18,8 +18,8 @@
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
 #include "examples/launcher/launcher.h"
-#include "process_group/flight_recorder.h"
-#include "process_group/init.h"
+#include "process_group/tracing/flight_recorder.h"
+#include "process_group/rendezvous/init.h"
 
 ABSL_FLAG(int, nproc, 1,
           "Local ranks to fork (when RANK is unset); each joins via env://.");

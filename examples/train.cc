@@ -32,7 +32,7 @@
 #include "examples/trainer/pg_allreduce_sync.h"
 #include "examples/trainer/trainer.h"
 #include "hooks/registry.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 ABSL_FLAG(std::string, sync, "ddp",
           "ddp: DistributedDataParallel with --hook; per_param: one allreduce per "

@@ -2,7 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "hooks/kernels/cpu_kernels.h"
-#include "process_group/half.h"
+#include "core/half.h"
 
 namespace ddpx {
 namespace {

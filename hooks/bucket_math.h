@@ -12,7 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "cuda/device_kernels.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

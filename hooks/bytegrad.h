@@ -20,9 +20,9 @@
 #include <memory>
 
 #include "hooks/hook_stats.h"
-#include "process_group/future.h"
-#include "process_group/process_group.h"
-#include "process_group/tensor.h"
+#include "core/future.h"
+#include "process_group/front_end/process_group.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

@@ -15,8 +15,8 @@
 
 #include "absl/status/status.h"
 #include "hooks/grad_bucket.h"
-#include "process_group/future.h"
-#include "process_group/tensor.h"
+#include "core/future.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

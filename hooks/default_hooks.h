@@ -28,9 +28,9 @@
 
 #include "hooks/comm_hook.h"
 #include "hooks/hook_stats.h"
-#include "process_group/future.h"
-#include "process_group/process_group.h"
-#include "process_group/tensor.h"
+#include "core/future.h"
+#include "process_group/front_end/process_group.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

@@ -9,7 +9,7 @@
 #include "hooks/bytegrad.h"
 #include "hooks/int8_pipeline.h"
 #include "hooks/kernels/cpu_kernels.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 namespace ddpx {
 namespace {

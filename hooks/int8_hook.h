@@ -14,7 +14,7 @@
 // one stream, while the other L-1 ranks wait; the slices use all L.
 //
 // Hosts and subgroups come from host_placement() and host_subgroups()
-// (process_group/init.h): the `local_size` option (nodes of that many
+// (process_group/rendezvous/init.h): the `local_size` option (nodes of that many
 // consecutive ranks), else the hosts the group's backend saw at rendezvous,
 // else LOCAL_WORLD_SIZE. With one rank per host the hierarchical hook is the
 // flat hook, bit for bit. The subgroups are built once per group, when its
@@ -36,14 +36,14 @@
 
 #include "absl/status/statusor.h"
 #include "hooks/hook_stats.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx {
 
 struct Int8HookOptions {
   bool hierarchical = false;
   // Ranks per node in hierarchical mode (consecutive ranks); 0 takes the
-  // group's hosts (host_placement() in process_group/init.h). Must divide
+  // group's hosts (host_placement() in process_group/rendezvous/init.h). Must divide
   // the group's size.
   int local_size = 0;
 };

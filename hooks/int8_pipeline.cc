@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "hooks/bytegrad.h"
-#include "process_group/work.h"
+#include "core/work.h"
 
 namespace ddpx {
 namespace {

@@ -29,8 +29,8 @@
 
 #include "absl/status/status.h"
 #include "hooks/hook_stats.h"
-#include "process_group/future.h"
-#include "process_group/process_group.h"
+#include "core/future.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx {
 

@@ -21,7 +21,7 @@
 #include "hooks/comm_hook.h"
 #include "hooks/powersgd_hook_base.h"
 #include "hooks/powersgd_state.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx {
 

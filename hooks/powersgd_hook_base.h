@@ -14,7 +14,7 @@
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_state.h"
 #include "hooks/powersgd_step.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx {
 

@@ -9,7 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "hooks/powersgd_state.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

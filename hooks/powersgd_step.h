@@ -36,9 +36,9 @@
 #include "hooks/hook_stats.h"
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_state.h"
-#include "process_group/future.h"
-#include "process_group/process_group.h"
-#include "process_group/tensor.h"
+#include "core/future.h"
+#include "process_group/front_end/process_group.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

@@ -2,7 +2,7 @@
 // init_process_group({.backend = "gloo"}) finds it. Linked with alwayslink:
 // nothing references this file by symbol.
 #include "process_group/gloo/gloo_backend.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 namespace ddpx {
 namespace {

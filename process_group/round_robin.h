@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "process_group/backend.h"
+#include "core/backend.h"
 
 namespace ddpx {
 

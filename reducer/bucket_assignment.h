@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "process_group/dtype.h"
+#include "core/dtype.h"
 
 namespace ddpx {
 

@@ -11,8 +11,8 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "process_group/tensor.h"
-#include "process_group/work.h"
+#include "core/tensor.h"
+#include "core/work.h"
 #include "reducer/model_parameters.h"
 
 namespace ddpx {

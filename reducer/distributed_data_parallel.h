@@ -22,7 +22,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hooks/comm_hook.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "reducer/model_parameters.h"
 #include "reducer/reducer.h"
 

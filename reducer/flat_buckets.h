@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 #include "reducer/bucket_assignment.h"
 
 namespace ddpx {

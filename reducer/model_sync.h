@@ -4,7 +4,7 @@
 #define DDPX_REDUCER_MODEL_SYNC_H_
 
 #include "absl/status/status.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "reducer/model_parameters.h"
 
 namespace ddpx {

@@ -8,7 +8,7 @@
 #include "reducer/bucket_assignment.h"
 #include "reducer/control_tensor.h"
 #include "hooks/default_hooks.h"
-#include "process_group/flight_recorder.h"
+#include "process_group/tracing/flight_recorder.h"
 
 namespace ddpx {
 namespace {

@@ -47,7 +47,7 @@
 #include "absl/status/statusor.h"
 #include "hooks/comm_hook.h"
 #include "hooks/grad_bucket.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "reducer/flat_buckets.h"
 #include "reducer/model_parameters.h"
 #include "reducer/reducer_stats.h"

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "gtest/gtest.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 #include "store/hash_store.h"
 
 namespace ddpx {

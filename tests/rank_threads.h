@@ -15,7 +15,7 @@
 
 #include "absl/status/status.h"
 #include "process_group/gloo/gloo_backend.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "store/store.h"
 
 namespace ddpx {

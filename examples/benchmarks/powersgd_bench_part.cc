@@ -18,7 +18,7 @@
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_random.h"
 #include "process_group/gloo/gloo_backend.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "store/hash_store.h"
 
 namespace ddpx {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx::nn {
 

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "absl/status/status.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx::nn {
 

@@ -43,7 +43,7 @@
 #include "examples/trainer/launch_flags.h"
 #include "examples/trainer/lr_schedule.h"
 #include "examples/trainer/metrics.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 #include "reducer/torch/distributed_data_parallel.h"
 
 ABSL_FLAG(std::string, model, "cnn", "Model: cnn (the residual CNN of examples/torch/cnn.h).");

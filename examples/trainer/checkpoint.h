@@ -46,7 +46,7 @@
 #include "examples/nn/sgd.h"
 #include "examples/trainer/checkpoint_format.h"
 #include "examples/trainer/grad_sync.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx::trainer {
 

@@ -10,7 +10,7 @@
 #include "examples/trainer/grad_sync.h"
 #include "examples/trainer/timed_backend.h"
 #include "hooks/comm_hook.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "reducer/distributed_data_parallel.h"
 
 namespace ddpx::trainer {

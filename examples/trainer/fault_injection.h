@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "hooks/comm_hook.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx::trainer {
 

@@ -1,15 +1,15 @@
 // How examples/train turns its flags and environment into InitOptions:
 // rank and world size for tcp:// and file:// (--rank/--world_size, else
 // RANK/WORLD_SIZE), and the job id every rank states at rendezvous
-// (process_group/job_identity.h).
+// (process_group/rendezvous/job_identity.h).
 #ifndef DDPX_EXAMPLES_TRAINER_INIT_FLAGS_H_
 #define DDPX_EXAMPLES_TRAINER_INIT_FLAGS_H_
 
 #include <string>
 
 #include "absl/status/status.h"
-#include "process_group/init.h"
-#include "process_group/launch_env.h"
+#include "process_group/rendezvous/init.h"
+#include "process_group/rendezvous/launch_env.h"
 
 namespace ddpx::trainer {
 

@@ -11,7 +11,7 @@
 
 #include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 ABSL_DECLARE_FLAG(int, nproc);
 ABSL_DECLARE_FLAG(std::string, init);

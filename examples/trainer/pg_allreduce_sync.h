@@ -11,7 +11,7 @@
 #include "absl/status/statusor.h"
 #include "examples/nn/parameter.h"
 #include "examples/trainer/grad_sync.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx::trainer {
 

@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "examples/trainer/grad_sync.h"
-#include "process_group/backend.h"
-#include "process_group/process_group.h"
+#include "core/backend.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx::trainer {
 

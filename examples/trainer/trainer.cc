@@ -13,7 +13,7 @@
 #include "examples/nn/sgd.h"
 #include "examples/trainer/checkpoint.h"
 #include "examples/trainer/metrics.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 namespace ddpx::trainer {
 namespace {

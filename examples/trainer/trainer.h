@@ -15,7 +15,7 @@
 #include "examples/trainer/checkpoint.h"
 #include "examples/trainer/lr_schedule.h"
 #include "examples/trainer/grad_sync.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx::trainer {
 

@@ -5,7 +5,7 @@
 //
 // Every kernel has a portable scalar path and an AVX2+F16C path chosen at run
 // time (Isa below). Both paths give bit-identical results: the casts round to
-// nearest even exactly like process_group/half.h (NaN -> quiet NaN of the
+// nearest even exactly like core/half.h (NaN -> quiet NaN of the
 // same sign with the payload dropped, as half.h does), and the float math is
 // the same sequence of IEEE operations (no FMA contraction) in both paths.
 #ifndef DDPX_HOOKS_KERNELS_CPU_KERNELS_H_

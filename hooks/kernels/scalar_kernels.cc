@@ -3,7 +3,7 @@
 #include <cmath>
 
 #include "hooks/kernels/kernel_paths.h"
-#include "process_group/half.h"
+#include "core/half.h"
 
 namespace ddpx {
 namespace kernels {

@@ -1,4 +1,4 @@
-#include "process_group/debug_check.h"
+#include "process_group/front_end/debug_check.h"
 
 #include <algorithm>
 #include <cstdlib>

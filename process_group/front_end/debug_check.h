@@ -7,8 +7,8 @@
 // unrelated data. A rank that never arrives is named when the timeout ends.
 //
 // It costs one store round trip per rank per collective: a debugging aid.
-#ifndef DDPX_PROCESS_GROUP_DEBUG_CHECK_H_
-#define DDPX_PROCESS_GROUP_DEBUG_CHECK_H_
+#ifndef DDPX_PROCESS_GROUP_FRONT_END_DEBUG_CHECK_H_
+#define DDPX_PROCESS_GROUP_FRONT_END_DEBUG_CHECK_H_
 
 #include <chrono>
 #include <cstdint>
@@ -20,9 +20,9 @@
 
 #include "absl/container/inlined_vector.h"
 #include "absl/status/status.h"
-#include "process_group/flight_recorder.h"
-#include "process_group/options.h"
-#include "process_group/tensor.h"
+#include "process_group/tracing/flight_recorder.h"
+#include "core/options.h"
+#include "core/tensor.h"
 #include "store/store.h"
 
 namespace ddpx {
@@ -109,4 +109,4 @@ class DebugChecker {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_DEBUG_CHECK_H_
+#endif  // DDPX_PROCESS_GROUP_FRONT_END_DEBUG_CHECK_H_

@@ -1,9 +1,9 @@
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 #include <utility>
 
-#include "process_group/debug_check.h"
-#include "process_group/validate.h"
+#include "process_group/front_end/debug_check.h"
+#include "process_group/front_end/validate.h"
 
 namespace ddpx {
 namespace {

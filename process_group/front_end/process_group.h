@@ -10,8 +10,8 @@
 //   auto pg = ddpx::init_process_group({.backend = "gloo", ...}).value();
 //   TensorList t = {grad};
 //   pg->allreduce(t)->get_future()->then([](TensorList& r) { ... });
-#ifndef DDPX_PROCESS_GROUP_PROCESS_GROUP_H_
-#define DDPX_PROCESS_GROUP_PROCESS_GROUP_H_
+#ifndef DDPX_PROCESS_GROUP_FRONT_END_PROCESS_GROUP_H_
+#define DDPX_PROCESS_GROUP_FRONT_END_PROCESS_GROUP_H_
 
 #include <atomic>
 #include <chrono>
@@ -22,11 +22,11 @@
 #include <string>
 #include <vector>
 
-#include "process_group/backend.h"
-#include "process_group/flight_recorder.h"
-#include "process_group/options.h"
-#include "process_group/tensor.h"
-#include "process_group/work.h"
+#include "core/backend.h"
+#include "process_group/tracing/flight_recorder.h"
+#include "core/options.h"
+#include "core/tensor.h"
+#include "core/work.h"
 #include "store/store.h"
 
 namespace ddpx {
@@ -146,4 +146,4 @@ class ProcessGroup {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_PROCESS_GROUP_H_
+#endif  // DDPX_PROCESS_GROUP_FRONT_END_PROCESS_GROUP_H_

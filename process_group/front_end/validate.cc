@@ -1,4 +1,4 @@
-#include "process_group/validate.h"
+#include "process_group/front_end/validate.h"
 
 #include <string>
 

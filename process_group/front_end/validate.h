@@ -5,17 +5,17 @@
 //   "allreduce: tensor 1 has dtype float64, expected float32 (the dtype of
 //    tensor 0)".
 // They only read shapes, dtypes and devices; no data is touched.
-#ifndef DDPX_PROCESS_GROUP_VALIDATE_H_
-#define DDPX_PROCESS_GROUP_VALIDATE_H_
+#ifndef DDPX_PROCESS_GROUP_FRONT_END_VALIDATE_H_
+#define DDPX_PROCESS_GROUP_FRONT_END_VALIDATE_H_
 
 #include <chrono>
 #include <cstdint>
 #include <vector>
 
 #include "absl/status/status.h"
-#include "process_group/options.h"
-#include "process_group/tensor.h"
-#include "process_group/work.h"
+#include "core/options.h"
+#include "core/tensor.h"
+#include "core/work.h"
 
 namespace ddpx {
 namespace validate {
@@ -67,4 +67,4 @@ absl::Status send_recv(OpType op, const TensorList& tensors, int peer,
 }  // namespace validate
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_VALIDATE_H_
+#endif  // DDPX_PROCESS_GROUP_FRONT_END_VALIDATE_H_

@@ -20,8 +20,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "process_group/dtype.h"
-#include "process_group/options.h"
+#include "core/dtype.h"
+#include "core/options.h"
 
 namespace gloo {
 class Context;

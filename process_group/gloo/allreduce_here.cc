@@ -3,7 +3,7 @@
 #include <chrono>
 #include <memory>
 
-#include "process_group/flight_recorder.h"
+#include "process_group/tracing/flight_recorder.h"
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/gloo_internal.h"
 #include "process_group/gloo/gloo_work.h"

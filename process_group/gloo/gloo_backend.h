@@ -27,11 +27,11 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "process_group/backend.h"
+#include "core/backend.h"
 #include "process_group/gloo/gloo_options.h"
 #include "process_group/gloo/p2p_waiters.h"
 #include "process_group/gloo/worker_pool.h"
-#include "process_group/host_identity.h"
+#include "process_group/rendezvous/host_identity.h"
 #include "process_group/shm/collectives.h"
 #include "process_group/shm/shm_group.h"
 #include "store/store.h"

@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "process_group/tensor.h"
-#include "process_group/work.h"
+#include "core/tensor.h"
+#include "core/work.h"
 
 namespace ddpx {
 

@@ -8,7 +8,7 @@
 #include "gloo/context.h"
 #include "gloo/transport/unbound_buffer.h"
 #include "gloo/types.h"
-#include "process_group/flight_recorder.h"
+#include "process_group/tracing/flight_recorder.h"
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/gloo_internal.h"
 

@@ -6,7 +6,7 @@
 #include <memory>
 
 #include "process_group/gloo/worker_pool.h"
-#include "process_group/work.h"
+#include "core/work.h"
 
 namespace ddpx {
 

@@ -1,4 +1,4 @@
-#include "process_group/network_interfaces.h"
+#include "process_group/gloo/network_interfaces.h"
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>

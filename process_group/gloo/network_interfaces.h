@@ -1,7 +1,7 @@
 // The host's network interfaces, for binding to the one a user names
 // (DDPX_GLOO_SOCKET_IFNAME, GLOO_SOCKET_IFNAME, a trainer's --iface).
-#ifndef DDPX_PROCESS_GROUP_NETWORK_INTERFACES_H_
-#define DDPX_PROCESS_GROUP_NETWORK_INTERFACES_H_
+#ifndef DDPX_PROCESS_GROUP_GLOO_NETWORK_INTERFACES_H_
+#define DDPX_PROCESS_GROUP_GLOO_NETWORK_INTERFACES_H_
 
 #include <string>
 
@@ -19,4 +19,4 @@ std::string describe_interfaces();
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_NETWORK_INTERFACES_H_
+#endif  // DDPX_PROCESS_GROUP_GLOO_NETWORK_INTERFACES_H_

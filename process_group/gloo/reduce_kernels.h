@@ -12,9 +12,9 @@
 #include <type_traits>
 
 #include "gloo/algorithm.h"
-#include "process_group/dtype.h"
-#include "process_group/half.h"
-#include "process_group/options.h"
+#include "core/dtype.h"
+#include "core/half.h"
+#include "core/options.h"
 
 namespace ddpx {
 

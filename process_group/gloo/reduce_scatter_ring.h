@@ -17,8 +17,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "process_group/dtype.h"
-#include "process_group/options.h"
+#include "core/dtype.h"
+#include "core/options.h"
 
 namespace gloo {
 class Context;

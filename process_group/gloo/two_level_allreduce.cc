@@ -3,8 +3,8 @@
 #include <vector>
 
 #include "process_group/gloo/gloo_backend.h"
-#include "process_group/piece_layout.h"
-#include "process_group/work.h"
+#include "core/piece_layout.h"
+#include "core/work.h"
 
 namespace ddpx {
 namespace {

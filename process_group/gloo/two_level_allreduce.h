@@ -23,8 +23,8 @@
 #include <memory>
 
 #include "absl/status/status.h"
-#include "process_group/options.h"
-#include "process_group/tensor.h"
+#include "core/options.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 

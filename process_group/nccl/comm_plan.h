@@ -27,8 +27,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "process_group/options.h"
-#include "process_group/work.h"
+#include "core/options.h"
+#include "core/work.h"
 
 namespace ddpx {
 namespace nccl {

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include "process_group/backend.h"
+#include "core/backend.h"
 #include "process_group/nccl/comm_plan.h"
 #include "process_group/nccl/nccl_comm.h"
 #include "process_group/nccl/nccl_options.h"

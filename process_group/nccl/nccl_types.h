@@ -7,8 +7,8 @@
 #define DDPX_PROCESS_GROUP_NCCL_NCCL_TYPES_H_
 
 #include "absl/status/statusor.h"
-#include "process_group/dtype.h"
-#include "process_group/options.h"
+#include "core/dtype.h"
+#include "core/options.h"
 
 namespace ddpx {
 namespace nccl {

@@ -13,7 +13,7 @@
 
 #include "cuda/stream.h"
 #include "process_group/nccl/nccl_comm.h"
-#include "process_group/work.h"
+#include "core/work.h"
 
 namespace ddpx {
 namespace nccl {

@@ -1,7 +1,7 @@
 // Registers "nccl" with the backend registry when the process starts, so
 // init_process_group({.backend = "nccl"}) finds it. Linked with alwayslink,
 // only under --config=cuda.
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 #include "process_group/nccl/nccl_backend.h"
 
 namespace ddpx {

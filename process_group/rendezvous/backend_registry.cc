@@ -11,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 #include "process_group/round_robin.h"
 #include "store/prefix_store.h"
 

@@ -1,4 +1,4 @@
-#include "process_group/host_identity.h"
+#include "process_group/rendezvous/host_identity.h"
 
 #include <sys/stat.h>
 #include <unistd.h>

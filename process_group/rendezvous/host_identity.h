@@ -2,14 +2,14 @@
 // namespace. Two containers or network namespaces on one machine have their
 // own hostname (UTS namespace) or IPC namespace, so they are different hosts
 // here even though they share the kernel.
-#ifndef DDPX_PROCESS_GROUP_HOST_IDENTITY_H_
-#define DDPX_PROCESS_GROUP_HOST_IDENTITY_H_
+#ifndef DDPX_PROCESS_GROUP_RENDEZVOUS_HOST_IDENTITY_H_
+#define DDPX_PROCESS_GROUP_RENDEZVOUS_HOST_IDENTITY_H_
 
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "process_group/host_topology.h"
+#include "core/host_topology.h"
 #include "store/store.h"
 
 namespace ddpx {
@@ -30,4 +30,4 @@ absl::StatusOr<std::vector<std::string>> exchange_host_identities(Store& store,
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_HOST_IDENTITY_H_
+#endif  // DDPX_PROCESS_GROUP_RENDEZVOUS_HOST_IDENTITY_H_

@@ -1,7 +1,7 @@
 // init_process_group / new_group / destroy_process_group: turning an init
 // method into a store, the store into a backend, and keeping the default
 // group.
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,10 +13,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "process_group/flight_recorder.h"
-#include "process_group/job_identity.h"
-#include "process_group/launch_env.h"
-#include "process_group/trace_service.h"
+#include "process_group/tracing/flight_recorder.h"
+#include "process_group/rendezvous/job_identity.h"
+#include "process_group/rendezvous/launch_env.h"
+#include "process_group/tracing/trace_service.h"
 #include "store/file_store.h"
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"

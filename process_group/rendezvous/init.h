@@ -1,6 +1,6 @@
 // Rendezvous: building a ProcessGroup from an init method and a backend name.
-#ifndef DDPX_PROCESS_GROUP_INIT_H_
-#define DDPX_PROCESS_GROUP_INIT_H_
+#ifndef DDPX_PROCESS_GROUP_RENDEZVOUS_INIT_H_
+#define DDPX_PROCESS_GROUP_RENDEZVOUS_INIT_H_
 
 #include <chrono>
 #include <functional>
@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "process_group/backend.h"
-#include "process_group/job_identity.h"
-#include "process_group/process_group.h"
+#include "core/backend.h"
+#include "process_group/rendezvous/job_identity.h"
+#include "process_group/front_end/process_group.h"
 #include "store/store.h"
 #include "store/tcp_store_server.h"
 
@@ -118,4 +118,4 @@ absl::StatusOr<std::shared_ptr<Backend>> create_backend(
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_INIT_H_
+#endif  // DDPX_PROCESS_GROUP_RENDEZVOUS_INIT_H_

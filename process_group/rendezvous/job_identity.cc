@@ -1,4 +1,4 @@
-#include "process_group/job_identity.h"
+#include "process_group/rendezvous/job_identity.h"
 
 #include <algorithm>
 #include <optional>

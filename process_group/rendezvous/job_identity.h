@@ -41,8 +41,8 @@
 //                             claimant included), when the second claim
 //                             comes before rank 0 gave its verdict; a claim
 //                             after that fails alone (the job has formed).
-#ifndef DDPX_PROCESS_GROUP_JOB_IDENTITY_H_
-#define DDPX_PROCESS_GROUP_JOB_IDENTITY_H_
+#ifndef DDPX_PROCESS_GROUP_RENDEZVOUS_JOB_IDENTITY_H_
+#define DDPX_PROCESS_GROUP_RENDEZVOUS_JOB_IDENTITY_H_
 
 #include <chrono>
 #include <string>
@@ -69,4 +69,4 @@ absl::Status check_job_identity(Store& store, int rank, int world_size,
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_JOB_IDENTITY_H_
+#endif  // DDPX_PROCESS_GROUP_RENDEZVOUS_JOB_IDENTITY_H_

@@ -1,4 +1,4 @@
-#include "process_group/launch_env.h"
+#include "process_group/rendezvous/launch_env.h"
 
 #include <cstdlib>
 #include <limits>

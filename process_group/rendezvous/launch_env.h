@@ -6,14 +6,14 @@
 // (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK, _LOCAL_SIZE), first match wins;
 // and whether torchrun's agent serves the store (TORCHELASTIC_*).
 // read_launch_env() in init.h is this with the process environment.
-#ifndef DDPX_PROCESS_GROUP_LAUNCH_ENV_H_
-#define DDPX_PROCESS_GROUP_LAUNCH_ENV_H_
+#ifndef DDPX_PROCESS_GROUP_RENDEZVOUS_LAUNCH_ENV_H_
+#define DDPX_PROCESS_GROUP_RENDEZVOUS_LAUNCH_ENV_H_
 
 #include <functional>
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 namespace ddpx {
 
@@ -49,4 +49,4 @@ int slurm_default_port(int64_t job_id);
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_LAUNCH_ENV_H_
+#endif  // DDPX_PROCESS_GROUP_RENDEZVOUS_LAUNCH_ENV_H_

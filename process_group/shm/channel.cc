@@ -13,7 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "process_group/culprits.h"
+#include "core/culprits.h"
 #include "process_group/shm/asymmetric_fence.h"
 #include "process_group/shm/cpu_sharing.h"
 

@@ -1,4 +1,4 @@
-#include "process_group/flight_recorder.h"
+#include "process_group/tracing/flight_recorder.h"
 
 #include <immintrin.h>
 #include <sched.h>

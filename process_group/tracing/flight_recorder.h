@@ -28,8 +28,8 @@
 // group and the peers the transport was still waiting for (culprits.h), and
 // hands the report to a FailureListener (trace_service.h: peer states
 // through the store, dumps on every rank).
-#ifndef DDPX_PROCESS_GROUP_FLIGHT_RECORDER_H_
-#define DDPX_PROCESS_GROUP_FLIGHT_RECORDER_H_
+#ifndef DDPX_PROCESS_GROUP_TRACING_FLIGHT_RECORDER_H_
+#define DDPX_PROCESS_GROUP_TRACING_FLIGHT_RECORDER_H_
 
 #include <atomic>
 #include <chrono>
@@ -42,11 +42,11 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "process_group/culprits.h"
-#include "process_group/dtype.h"
-#include "process_group/options.h"
-#include "process_group/tensor.h"
-#include "process_group/work.h"
+#include "core/culprits.h"
+#include "core/dtype.h"
+#include "core/options.h"
+#include "core/tensor.h"
+#include "core/work.h"
 
 namespace ddpx {
 
@@ -472,4 +472,4 @@ std::string store_prefix_path(const Store* store);
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_FLIGHT_RECORDER_H_
+#endif  // DDPX_PROCESS_GROUP_TRACING_FLIGHT_RECORDER_H_

@@ -1,4 +1,4 @@
-#include "process_group/trace_dump.h"
+#include "process_group/tracing/trace_dump.h"
 
 #include <fcntl.h>
 #include <time.h>

@@ -16,14 +16,14 @@
 // time_realtime_ns and time_monotonic_ns were read together, so a reader
 // turns them into wall-clock time. A file without its "end" line was cut
 // short. tools/trace_analyze reads every rank's file.
-#ifndef DDPX_PROCESS_GROUP_TRACE_DUMP_H_
-#define DDPX_PROCESS_GROUP_TRACE_DUMP_H_
+#ifndef DDPX_PROCESS_GROUP_TRACING_TRACE_DUMP_H_
+#define DDPX_PROCESS_GROUP_TRACING_TRACE_DUMP_H_
 
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "process_group/flight_recorder.h"
+#include "process_group/tracing/flight_recorder.h"
 
 namespace ddpx {
 
@@ -48,4 +48,4 @@ std::string json_string(absl::string_view text);
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_TRACE_DUMP_H_
+#endif  // DDPX_PROCESS_GROUP_TRACING_TRACE_DUMP_H_

@@ -1,4 +1,4 @@
-#include "process_group/trace_service.h"
+#include "process_group/tracing/trace_service.h"
 
 #include <fcntl.h>
 #include <poll.h>
@@ -19,7 +19,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "process_group/trace_dump.h"
+#include "process_group/tracing/trace_dump.h"
 
 namespace ddpx {
 namespace {

@@ -19,8 +19,8 @@
 //
 // Store keys: "ddpx_trace/dump_requests" (a counter, in the world's store)
 // and "ddpx_trace/state/<rank>" = "<request> <state>" in each group's store.
-#ifndef DDPX_PROCESS_GROUP_TRACE_SERVICE_H_
-#define DDPX_PROCESS_GROUP_TRACE_SERVICE_H_
+#ifndef DDPX_PROCESS_GROUP_TRACING_TRACE_SERVICE_H_
+#define DDPX_PROCESS_GROUP_TRACING_TRACE_SERVICE_H_
 
 #include <chrono>
 #include <memory>
@@ -28,7 +28,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "process_group/flight_recorder.h"
+#include "process_group/tracing/flight_recorder.h"
 #include "store/store.h"
 
 namespace ddpx {
@@ -78,4 +78,4 @@ class TraceService : public FailureListener {
 
 }  // namespace ddpx
 
-#endif  // DDPX_PROCESS_GROUP_TRACE_SERVICE_H_
+#endif  // DDPX_PROCESS_GROUP_TRACING_TRACE_SERVICE_H_

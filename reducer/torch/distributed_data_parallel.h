@@ -36,7 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "hooks/comm_hook.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "reducer/distributed_data_parallel.h"
 #include "reducer/join.h"
 #include "reducer/reducer_stats.h"

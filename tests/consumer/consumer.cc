@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <string>
 
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // The caching allocator behind CUDA tensors, on a real device.
 #include "cuda/cuda_allocator.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 #include "tests/cuda/gpu_skip.h"
 
 namespace ddpx {

@@ -9,7 +9,7 @@
 #include "hooks/kernels/cpu_kernels.h"
 #include "hooks/powersgd_kernels.h"
 #include "hooks/powersgd_orthogonalize.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 #include "tests/cuda/gpu_skip.h"
 
 namespace ddpx {

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "process_group/half.h"
+#include "core/half.h"
 
 namespace ddpx {
 namespace kernels {

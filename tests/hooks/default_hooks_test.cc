@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "process_group/half.h"
+#include "core/half.h"
 #include "tests/hooks/hook_test_util.h"
 #include "tests/rank_threads.h"
 

@@ -10,8 +10,8 @@
 
 #include "gtest/gtest.h"
 #include "hooks/grad_bucket.h"
-#include "process_group/future.h"
-#include "process_group/tensor.h"
+#include "core/future.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 namespace hook_test {

@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "hooks/default_hooks.h"
-#include "process_group/half.h"
+#include "core/half.h"
 #include "tests/hooks/hook_test_util.h"
 #include "tests/rank_threads.h"
 

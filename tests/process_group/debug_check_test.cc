@@ -6,8 +6,8 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "process_group/debug_check.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/debug_check.h"
+#include "process_group/front_end/process_group.h"
 #include "tests/rank_threads.h"
 
 namespace ddpx {

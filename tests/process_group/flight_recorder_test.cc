@@ -1,6 +1,6 @@
 // The flight recorder's ring, groups, call sites and failure messages, alone
 // and behind real ProcessGroups (gloo, ranks as threads).
-#include "process_group/flight_recorder.h"
+#include "process_group/tracing/flight_recorder.h"
 
 #include <atomic>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "process_group/culprits.h"
+#include "core/culprits.h"
 #include "store/hash_store.h"
 #include "store/prefix_store.h"
 #include "tests/rank_threads.h"

@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "tests/rank_threads.h"
 
 namespace ddpx {

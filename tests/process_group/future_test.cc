@@ -1,9 +1,9 @@
-#include "process_group/future.h"
+#include "core/future.h"
 
 #include <thread>
 
 #include "gtest/gtest.h"
-#include "process_group/work.h"
+#include "core/work.h"
 
 namespace ddpx {
 namespace {

@@ -1,4 +1,4 @@
-// host_placement() and host_subgroups() (process_group/init.h) on real
+// host_placement() and host_subgroups() (process_group/rendezvous/init.h) on real
 // ranks: threads of this process over one store, Gloo over loopback TCP,
 // with the hosts each rank claims (GlooOptions::host_identity) or, for a
 // backend that knows no hosts, LOCAL_WORLD_SIZE.
@@ -10,7 +10,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 #include "tests/rank_threads.h"
 
 namespace ddpx {

@@ -1,7 +1,7 @@
 // init_process_group in real processes (tcp://, file://, env:// from the
 // torchrun and SLURM variables), subgroups, round-robin across processes, a
 // rank dying mid-job; and init's errors, in process.
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 
 #include <iostream>
 #include <string>

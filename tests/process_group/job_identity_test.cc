@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "process_group/job_identity.h"
+#include "process_group/rendezvous/job_identity.h"
 #include "store/tcp_store.h"
 
 namespace ddpx {

@@ -1,5 +1,5 @@
 // read_launch_env for each launcher family: torchrun, SLURM, Open MPI.
-#include "process_group/launch_env.h"
+#include "process_group/rendezvous/launch_env.h"
 
 #include <cstdlib>
 #include <initializer_list>

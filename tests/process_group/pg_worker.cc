@@ -13,7 +13,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 #include "process_group/round_robin.h"
 
 ABSL_FLAG(std::string, init, "env://", "init_method");

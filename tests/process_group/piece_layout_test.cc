@@ -1,4 +1,4 @@
-#include "process_group/piece_layout.h"
+#include "core/piece_layout.h"
 
 #include <numeric>
 #include <stdexcept>

@@ -7,7 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 #include "tests/rank_threads.h"
 
 namespace ddpx {

@@ -1,4 +1,4 @@
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 #include <cmath>
 

@@ -1,7 +1,7 @@
 // The flight recorder's dumps (format, atomic writes, a full disk) and the
 // trace service: dumps on request, on SIGUSR1, through the store, and the
 // peer-state exchange behind failure messages.
-#include "process_group/trace_service.h"
+#include "process_group/tracing/trace_service.h"
 
 #include <dirent.h>
 #include <signal.h>
@@ -18,7 +18,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "gtest/gtest.h"
-#include "process_group/trace_dump.h"
+#include "process_group/tracing/trace_dump.h"
 #include "store/hash_store.h"
 #include "store/prefix_store.h"
 

@@ -27,7 +27,7 @@
 
 #include "examples/torch/cnn.h"
 #include "gtest/gtest.h"
-#include "process_group/init.h"
+#include "process_group/rendezvous/init.h"
 #include "reducer/torch/distributed_data_parallel.h"
 #include "tests/torch/torch_test_util.h"
 

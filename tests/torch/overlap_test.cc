@@ -3,7 +3,7 @@
 // gradient, while backward is still computing the gradients of the layers
 // below, not after backward() is done.
 //
-// The witness is the flight recorder (process_group/flight_recorder.h),
+// The witness is the flight recorder (process_group/tracing/flight_recorder.h),
 // which records every collective the moment the front end admits it, with
 // the DDP bucket and step that issued it. A tensor hook on each layer's
 // output runs when backward reaches that layer (its output's gradient is in,
@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "process_group/flight_recorder.h"
+#include "process_group/tracing/flight_recorder.h"
 #include "reducer/torch/distributed_data_parallel.h"
 #include "tests/torch/torch_test_util.h"
 

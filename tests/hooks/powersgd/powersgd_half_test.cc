@@ -14,7 +14,7 @@
 #include "hooks/hook_stats.h"
 #include "hooks/powersgd_hook.h"
 #include "hooks/registry.h"
-#include "process_group/half.h"
+#include "core/half.h"
 #include "tests/hooks/powersgd/powersgd_test_util.h"
 #include "tests/rank_threads.h"
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "hooks/grad_bucket.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx {
 namespace powersgd_test {

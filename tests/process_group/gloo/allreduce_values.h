@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "process_group/gloo/reduce_kernels.h"
-#include "process_group/tensor.h"
+#include "core/tensor.h"
 
 namespace ddpx {
 namespace gloo_test {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "process_group/process_group.h"
+#include "process_group/front_end/process_group.h"
 #include "tests/rank_threads.h"
 
 namespace ddpx {
