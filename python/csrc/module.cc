@@ -1,0 +1,101 @@
+// The CPython extension ddpx_torch._C: the ddpx backend's class and its
+// creator for torch.distributed.Backend.register_backend (python/ddpx_torch/
+// __init__.py registers it), and what tests and tools read about a group.
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include <pybind11/chrono.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/distributed/c10d/Store.hpp>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/headeronly/version.h>
+
+#include "core/host_topology.h"
+#include "process_group/gloo/gloo_backend.h"
+#include "python/csrc/backend.h"
+#include "python/csrc/group_lookup.h"
+#if __has_include("python/comm_hook_bridge.h")
+#include "python/comm_hook_bridge.h"
+#define DDPX_TORCH_HAS_COMM_HOOKS 1
+#endif
+
+namespace py = pybind11;
+
+namespace ddpx_torch {
+namespace {
+
+// Which ranks share a host and which transport the group's ddpx backend
+// chose: for tests, tools and users who want to know.
+py::dict group_info(const DdpxBackend& backend) {
+  const ddpx::ProcessGroup& group = *backend.group();
+  py::dict info;
+  info["rank"] = group.rank();
+  info["size"] = group.size();
+  info["backend"] = group.backend_name();
+  info["timeout_ms"] = backend.group_timeout().count();
+  if (const ddpx::HostTopology* hosts = group.host_topology()) {
+    info["host_count"] = hosts->host_count;
+    info["local_rank"] = hosts->local_rank;
+    info["local_size"] = hosts->local_size;
+    info["ranks_by_host"] = hosts->ranks_by_host;
+  }
+  if (auto* gloo = dynamic_cast<const ddpx::GlooBackend*>(group.backend().get())) {
+    info["shared_memory"] = gloo->uses_shared_memory();
+    info["shared_memory_status"] = gloo->shared_memory_status();
+    info["two_level_allreduce"] = gloo->uses_two_level_allreduce();
+    info["device"] = gloo->device_description();
+  }
+  return info;
+}
+
+}  // namespace
+}  // namespace ddpx_torch
+
+PYBIND11_MODULE(_C, m) {
+  using ddpx_torch::BackendConfig;
+  using ddpx_torch::DdpxBackend;
+  m.doc() = "ddpx as a torch.distributed backend (see ddpx_torch)";
+  m.attr("torch_version_compiled") = TORCH_VERSION;
+
+  py::class_<DdpxBackend, c10d::Backend, c10::intrusive_ptr<DdpxBackend>>(m, "DdpxBackend")
+      .def("info", [](const DdpxBackend& b) { return ddpx_torch::group_info(b); });
+
+  m.def(
+      "create_backend",
+      [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout, std::vector<int> global_ranks, bool is_world) {
+        BackendConfig config;
+        config.rank = rank;
+        config.size = size;
+        config.timeout = timeout;
+        config.global_ranks = std::move(global_ranks);
+        config.is_world = is_world;
+        return DdpxBackend::create(store, config);
+      },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      py::arg("global_ranks"), py::arg("is_world"),
+      // Rendezvous waits for the other ranks; a store written in Python
+      // needs the GIL meanwhile.
+      py::call_guard<py::gil_scoped_release>(),
+      "Builds the ddpx backend of one group (the creator register_backend calls).");
+
+  m.def(
+      "group_info",
+      [](py::handle group) -> py::object {
+        DdpxBackend* backend = ddpx_torch::find_ddpx_backend(group);
+        if (backend == nullptr) return py::none();
+        return ddpx_torch::group_info(*backend);
+      },
+      py::arg("group"),
+      "What the ddpx backend of `group` found and chose (hosts, shared memory, "
+      "two-level allreduce); None for a group not on ddpx.");
+
+#ifdef DDPX_TORCH_HAS_COMM_HOOKS
+  ddpx_torch::bind_comm_hooks(m);
+#else
+  // A2's python/comm_hook_bridge.{h,cc} (register_comm_hook) plugs in here:
+  // `void bind_comm_hooks(pybind11::module_& m)`, using
+  // ddpx_torch::ddpx_group_of() from group_lookup.h.
+#endif
+}
