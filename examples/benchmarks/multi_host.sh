@@ -91,6 +91,8 @@ die() { echo "multi_host: $*" >&2; exit 1; }
   . "$0.runfiles/ddpx/examples/benchmarks/trainer.sh"  # here, workspace, TRAIN
 vc=$workspace/tools/virtual_cluster
 [ -x "$vc" ] || die "tools/virtual_cluster not found under $workspace"
+free_port=$(built_binary examples/benchmarks/free_port) ||
+  die "free_port not found; bazel build //examples/benchmarks:free_port"
 comm_time=$here/comm_time.py
 [ -f "$comm_time" ] || comm_time=$0.runfiles/ddpx/examples/benchmarks/comm_time.py
 OUT=${OUT:-$(mktemp -d /tmp/multi_host.XXXXXX)}
@@ -115,7 +117,9 @@ tx_bytes() { "$vc" status --name=$NAME | awk 'NR > 1 { printf "%s ", $3 }'; }
 run_job() {  # hosts ranks_per_host scheme steps tag [extra trainer flags...]
   local hosts=$1 per=$2 scheme=$3 steps=$4 tag=$5
   shift 5
-  local world=$((hosts * per)) port=$((29700 + RANDOM % 1000)) flags env hook pids=()
+  local world=$((hosts * per)) port flags env hook pids=()
+  # Free on the store's host (rank 0's), handed to every rank.
+  port=$("$vc" run "$NAME-h1" -- "$free_port") || die "$tag: no free port on $NAME-h1"
   flags=$(scheme_flags "$scheme")
   env=${flags%% *}
   hook=${flags#* }
@@ -126,7 +130,7 @@ run_job() {  # hosts ranks_per_host scheme steps tag [extra trainer flags...]
     "$vc" run "$NAME-h$((r / per + 1))" -- env "$env" MASTER_ADDR=10.213.0.1 MASTER_PORT=$port \
       RANK=$r WORLD_SIZE=$world LOCAL_RANK=$((r % per)) LOCAL_WORLD_SIZE=$per \
       "$TRAIN" --init=env:// --iface=eth0 --job_id="$tag" $hook --hidden="$HIDDEN" \
-      --batch_size="$BATCH" --blas_threads="$BLAS_THREADS" --max_steps="$steps" \
+      --batch_size="$BATCH" --threads="$BLAS_THREADS" --max_steps="$steps" \
       --log_every=1000 --timeout_s=600 \
       --bucket_cap_mb=100 --first_bucket_cap_mb=100 --comm_trace="$OUT/$tag.trace" \
       "${metrics[@]}" "$@" >"$OUT/$tag.rank$r.log" 2>&1 &

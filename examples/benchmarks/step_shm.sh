@@ -7,6 +7,8 @@
 #   bazel run //examples/benchmarks:step_shm
 #   NPROC=4 ROUNDS=2 examples/benchmarks/step_shm.sh
 #
+# Both sides are ddpx (no anchor to retry): a failed run ends the script
+# with "ddpx failed" and a non-zero status, without a RESULT line.
 # Last line: RESULT shm_step_ms=... tcp_step_ms=... step_tcp_vs_shm=<tcp/shm> load=...
 # Environment: TRAIN, NPROC (2), HIDDEN (2048,2048), BATCH (64), HOOK
 # (allreduce), ROUNDS (3), STEPS (150), WARMUP (10), OUT.
@@ -27,7 +29,8 @@ for round in $(seq 1 "$ROUNDS"); do
     shm=1
     [ "$path" = tcp ] && shm=0
     DDPX_SHM=$shm "$TRAIN" "${common[@]}" --metrics_out="$OUT/${path}_$round.jsonl" \
-      >"$OUT/${path}_$round.log" 2>&1 || { tail "$OUT/${path}_$round.log"; die "$path run failed"; }
+      >"$OUT/${path}_$round.log" 2>&1 ||
+      { tail "$OUT/${path}_$round.log"; die "ddpx failed: the $path run of round $round (log $OUT/${path}_$round.log)"; }
   done
 done
 

@@ -1,19 +1,12 @@
-# Sourced by the benchmark scripts once they have defined `die`:
+# Sourced by the benchmark scripts that run //examples:train, once they
+# have defined `die`:
 #   . "$(dirname "$0")/trainer.sh" 2>/dev/null ||
 #     . "$0.runfiles/ddpx/examples/benchmarks/trainer.sh"
-# Sets `here` (the script's directory), `workspace` (the source tree: `bazel
-# run`'s BUILD_WORKSPACE_DIRECTORY, else two levels above `here`) and TRAIN,
-# the trainer binary (a TRAIN the user set wins), looked for in `bazel run`'s
-# runfiles, beside the built script and in the workspace's .bazel/bin;
-# otherwise dies saying how to build it.
-here=$(cd "$(dirname "$0")" && pwd)
-workspace=${BUILD_WORKSPACE_DIRECTORY:-$(cd "$here/../.." && pwd)}
-if [ -z "${TRAIN:-}" ]; then
-  for candidate in "${RUNFILES_DIR:-/nonexistent}/ddpx/examples/train" "$here/../train" \
-                   "$workspace/.bazel/bin/examples/train"; do
-    [ -x "$candidate" ] && TRAIN=$candidate && break
-  done
-fi
+# Sources bench_env.sh beside it (`here`, `workspace`, built_binary,
+# run_anchor) and sets TRAIN, the trainer binary (a TRAIN the user set wins;
+# otherwise the built //examples:train); dies saying how to build it.
+. "$(dirname "${BASH_SOURCE[0]}")/bench_env.sh"
+[ -n "${TRAIN:-}" ] || TRAIN=$(built_binary examples/train) || true
 [ -x "${TRAIN:-}" ] || die "trainer not found; bazel build //examples:train or set TRAIN=/path/to/train"
 
 # For the step-time benchmarks (step_vs_torch.sh, step_shm.sh): the knobs
