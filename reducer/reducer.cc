@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "reducer/bucket_assignment.h"
 #include "reducer/control_tensor.h"
+#include "reducer/divide_into_bucket.h"
 #include "hooks/default_hooks.h"
 #include "process_group/tracing/flight_recorder.h"
 
@@ -275,15 +276,24 @@ absl::Status Reducer::mark_variable_ready(size_t v) {
   Bucket& bucket = buckets_[loc.bucket];
   const Tensor& view = bucket.flat.views[loc.slot];
   Parameter& p = variable(v);
-  if (!options_.gradient_as_bucket_view || p.grad.data() != view.data()) {
+  const bool copies = !options_.gradient_as_bucket_view || p.grad.data() != view.data();
+  if (divides_into_buckets(view)) {
+    // No hook: average here, in the one pass that copies the gradient in
+    // (or over the view itself); run_hook then only sums.
+    if (absl::Status s = copy_divided(view, p.grad, pg_->size(), "mark_ready: parameter '" +
+                                                                     p.name + "' gradient");
+        !s.ok()) {
+      return absl::InvalidArgumentError(s.message());
+    }
+  } else if (copies) {
     // Copy mode, or the model replaced its view with a new tensor: take the
     // values, and in view mode restore the view.
     if (absl::Status s = view.copy_from(p.grad); !s.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("mark_ready: parameter '", p.name,
                                                      "' gradient: ", s.message()));
     }
-    if (options_.gradient_as_bucket_view) p.grad = view;
   }
+  if (copies && options_.gradient_as_bucket_view) p.grad = view;
   if (--bucket.pending == 0) launch_ready_buckets();
   return absl::OkStatus();
 }
@@ -292,13 +302,25 @@ std::shared_ptr<Future<Tensor>> Reducer::run_hook(GradBucket& bucket) {
   // The collectives the hook issues from here are recorded as this bucket's.
   const TraceSite site(trace_site_.c_str(), static_cast<int64_t>(bucket.index()),
                        static_cast<int64_t>(stats_.step));
-  if (hook_ == nullptr) return allreduce_average(*pg_, bucket.buffer());
+  if (hook_ == nullptr) {
+    if (!divides_into_buckets(bucket.buffer())) return allreduce_average(*pg_, bucket.buffer());
+    // mark_variable_ready divided each gradient on its way in: sum.
+    const Tensor buffer = bucket.buffer();
+    return pg_->allreduce({buffer})->get_future()->then(
+        [buffer](TensorList&) { return buffer; });
+  }
   std::shared_ptr<Future<Tensor>> f = hook_->run(bucket);
   if (f == nullptr) {
     return Future<Tensor>::failed(absl::InternalError(
         absl::StrCat("hook '", hook_->name(), "' returned no future for bucket ", bucket.index())));
   }
   return f;
+}
+
+bool Reducer::divides_into_buckets(const Tensor& bucket) const {
+  // A device bucket is averaged by the collective (ReduceOp::AVG) instead;
+  // a hook gets the local gradients and averages as it chooses.
+  return hook_ == nullptr && bucket.device().is_cpu() && pg_->size() > 1;
 }
 
 bool Reducer::serialize_launches() const {

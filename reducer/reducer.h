@@ -9,11 +9,13 @@
 //   reducer.finalize_backward();         // averaged gradients are in .grad
 //
 // mark_ready copies the gradient into its bucket's flat buffer (with
-// gradient_as_bucket_view the gradient already is a view into it). Once every
-// gradient of a bucket is in, and every earlier bucket has been launched, the
-// bucket goes to the comm hook (or the default: divide by world size,
-// allreduce SUM), so buckets launch in the same order on every rank and
-// communication overlaps the rest of backward. finalize_backward waits for
+// gradient_as_bucket_view the gradient already is a view into it); without a
+// comm hook it divides by the world size in that same pass, as torch's
+// reducer does (divide_into_bucket.h). Once every gradient of a bucket is in,
+// and every earlier bucket has been launched, the bucket goes to the comm
+// hook (or, without one, an allreduce SUM of the divided gradients), so
+// buckets launch in the same order on every rank and communication overlaps
+// the rest of backward. finalize_backward waits for
 // all buckets and writes the averaged values back into the gradients.
 //
 // Buckets start in reverse registration order; at the end of the first
@@ -166,6 +168,10 @@ class Reducer {
   absl::StatusOr<size_t> variable_of(size_t param_index, const char* what) const;
   absl::Status start_step();
   absl::Status mark_variable_ready(size_t v);
+  // Whether mark_variable_ready divides each gradient by the world size as
+  // it enters `bucket` (no hook, a CPU bucket; divide_into_bucket.h), so
+  // that run_hook only sums it.
+  bool divides_into_buckets(const Tensor& bucket) const;
   bool serialize_launches() const;
   std::unique_ptr<GradBucket> make_grad_bucket(size_t b, const Tensor& buffer);
   void launch_bucket(size_t b);
