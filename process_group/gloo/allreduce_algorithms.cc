@@ -21,9 +21,6 @@ void run_classic(AllreduceAlgorithm algorithm, const AllreduceCall& call) {
   ptrs.reserve(call.buffers.size());
   for (void* b : call.buffers) ptrs.push_back(static_cast<T*>(b));
   const gloo::ReductionFunction<T>* fn = classic_reduction<T>(call.op);
-  if (fn == nullptr) {
-    GLOO_THROW_INVALID_OPERATION_EXCEPTION("reduce op not defined on this dtype");
-  }
   const int count = static_cast<int>(call.count);
   switch (algorithm) {
     case AllreduceAlgorithm::kRing:
@@ -50,11 +47,7 @@ void run_unbound(AllreduceAlgorithm algorithm, const AllreduceCall& call) {
   ptrs.reserve(call.buffers.size());
   for (void* b : call.buffers) ptrs.push_back(static_cast<T*>(b));
   opts.setOutputs(ptrs, call.count);
-  UntypedReduceFn fn = reduce_function(call.dtype, call.op);
-  if (fn == nullptr) {
-    GLOO_THROW_INVALID_OPERATION_EXCEPTION("reduce op not defined on this dtype");
-  }
-  opts.setReduceFunction(fn);
+  opts.setReduceFunction(reduce_function(call.dtype, call.op));
   opts.setTag(call.tag);
   opts.setTimeout(call.timeout);
   if (algorithm == AllreduceAlgorithm::kGlooBcube) {

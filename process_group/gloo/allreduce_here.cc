@@ -1,13 +1,15 @@
 // GlooBackend::small_allreduce_here: a small allreduce on the shared-memory
-// path begun on the issuing thread (gloo_backend.h says when and why).
+// path begun on the issuing thread (gloo_backend.h says when and why; the
+// plan says whether it may, ExecutionPlan::allreduce_may_begin_here).
 #include <chrono>
 #include <memory>
 
 #include "process_group/tracing/flight_recorder.h"
+#include "process_group/gloo/collective_runner.h"
 #include "process_group/gloo/gloo_backend.h"
 #include "process_group/gloo/gloo_internal.h"
 #include "process_group/gloo/gloo_work.h"
-#include "process_group/gloo/reduce_kernels.h"
+#include "process_group/gloo/shared_memory_path.h"
 #include "process_group/shm/collectives.h"
 
 namespace ddpx {
@@ -28,9 +30,9 @@ struct BegunAllreduce {
 
 std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensors,
                                                         const AllreduceOptions& opts) {
-  if (shm_ == nullptr || tensors.size() != 1) return nullptr;
+  if (!plan_->allreduce_may_begin_here(tensors.size())) return nullptr;
   const Tensor& t = tensors[0];
-  const shm::Reduction r = shm_reduction(t.dtype(), opts.op);
+  const shm::Reduction r = SharedMemoryPath::reduction(t.dtype(), opts.op);
   const size_t count = static_cast<size_t>(t.numel());
   // The op takes the next sequence number only if it can run here: its
   // worker idle with nothing queued, claimed before anybody can queue an op
@@ -60,10 +62,7 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
       op_failed_ = true;
       return b.trace.failed(decided_error(OpType::kAllreduce, TensorSummary(outputs), s));
     }
-    const Tensor& out = outputs[0];
-    if (b.reduce_op == ReduceOp::AVG) {
-      divide_in_place(out.data(), static_cast<size_t>(out.numel()), out.dtype(), size());
-    }
+    finish_reduction(outputs[0], b.reduce_op, size());
     if (data_seen_at != 0) {
       b.trace.completed_at(data_seen_at);
     } else {

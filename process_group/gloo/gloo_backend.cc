@@ -1,6 +1,7 @@
-// GlooBackend: rendezvous, the op queue, error reporting, and the allreduce
-// family. The other collectives are in gloo_collectives.cc, point-to-point
-// ops and monitored_barrier in gloo_p2p.cc.
+// GlooBackend: rendezvous (which also makes the group's execution plan), the
+// op queue and error reporting. The collectives' entry points are in
+// gloo_collectives.cc, point-to-point ops and monitored_barrier in
+// gloo_p2p.cc; their paths in the files execution_plan.h names.
 #include "process_group/gloo/gloo_backend.h"
 
 #include <signal.h>
@@ -16,20 +17,16 @@
 #include "gloo/transport/tcp/device.h"
 #include "core/culprits.h"
 #include "process_group/tracing/flight_recorder.h"
-#include "process_group/gloo/allreduce_algorithms.h"
 #include "process_group/gloo/closing_handshake.h"
 #include "process_group/gloo/gloo_internal.h"
-#include "process_group/gloo/reduce_kernels.h"
 #include "process_group/gloo/send_buffer_autotuning.h"
 #include "process_group/gloo/store_adapter.h"
-#include "process_group/gloo/sync_collectives.h"
 #include "process_group/gloo/sync_pairs.h"
 #include "process_group/gloo/tcp_pair_access.h"
 #include "process_group/gloo/two_level_allreduce.h"
 #include "process_group/rendezvous/host_identity.h"
 #include "process_group/gloo/network_interfaces.h"
 #include "process_group/gloo/gloo_work.h"
-#include "process_group/shm/collectives.h"
 #include "store/prefix_store.h"
 
 namespace ddpx {
@@ -200,6 +197,16 @@ absl::Status GlooBackend::connect() {
     worker_stores_.push_back(std::move(*clone));
   }
   worker_scratch_.resize(options_.num_workers);
+  GroupPaths paths;
+  paths.size = size();
+  paths.two_level = !two_level_.empty();
+  paths.two_level_min_bytes = options_.two_level_min_bytes;
+  paths.shared_memory = shm_ != nullptr;
+  paths.sync_pairs = !worker_sync_contexts_.empty();
+  paths.sync_limits = sync_limits_;
+  paths.allreduce_algorithm = options_.allreduce_algorithm;
+  plan_ = std::make_unique<ExecutionPlan>(paths);
+  runner_ = std::make_unique<CollectiveRunner>(*plan_, rank(), size());
   pool_ = std::make_unique<WorkerPool>(options_.num_workers);
   p2p_waiters_ = std::make_unique<P2PWaiters>();
   return absl::OkStatus();
@@ -285,24 +292,9 @@ void GlooBackend::set_up_two_level_allreduce() {
   }
 }
 
-shm::Reduction GlooBackend::shm_reduction(DType dtype, ReduceOp op) {
-  return shm::Reduction{reduce_function(dtype, op), dtype_size(dtype),
-                        static_cast<uint8_t>(1 + static_cast<int>(dtype) * 8 + static_cast<int>(op))};
-}
-
 std::string GlooBackend::device_description() const {
   return device_ == nullptr ? bound_host_ : device_->str();
 }
-
-namespace {
-
-uint64_t total_bytes(const TensorList& tensors) {
-  uint64_t n = 0;
-  for (const Tensor& t : tensors) n += t.nbytes();
-  return n;
-}
-
-}  // namespace
 
 uint32_t GlooBackend::match_key(uint64_t bytes, DType dtype, int root) {
   uint64_t h = bytes * 0x9e3779b97f4a7c15ULL;
@@ -392,15 +384,6 @@ absl::Status GlooBackend::decided_error(OpType op, const TensorSummary& what,
   return error;
 }
 
-Tensor GlooBackend::scratch_for(const OpContext& c, int64_t numel, DType dtype) {
-  const int64_t nbytes = numel * static_cast<int64_t>(dtype_size(dtype));
-  Tensor& buffer = *c.scratch;
-  if (!buffer.defined() || buffer.numel() < nbytes) {
-    buffer = Tensor::zeros({std::max<int64_t>(nbytes, 1)}, DType::kUInt8);
-  }
-  return Tensor::from_blob(buffer.data(), {numel}, dtype);
-}
-
 absl::Status GlooBackend::op_error(OpType op, const std::string& what,
                                    std::chrono::milliseconds timeout,
                                    std::chrono::steady_clock::time_point started,
@@ -414,37 +397,6 @@ absl::Status GlooBackend::op_error(OpType op, const std::string& what,
   return absl::UnavailableError(absl::StrCat(
       head, " failed (timeout ", timeout.count(), " ms; a peer may have exited): ",
       cause));
-}
-
-std::shared_ptr<gloo::Context> GlooBackend::sync_pairs(const OpContext& c) const {
-  if (c.sync_context == nullptr) return nullptr;
-  if (*c.sync_timeout != c.timeout) {
-    set_sync_pair_timeout(*c.sync_context, c.timeout);
-    *c.sync_timeout = c.timeout;
-  }
-  return c.sync_context;
-}
-
-GlooBackend::AllreducePlan GlooBackend::allreduce_plan(size_t nbytes) const {
-  // The classic classes wait as long as their pairs allow, so they run on
-  // the sync pairs only, whose sockets get each op's timeout; the event-loop
-  // pairs run Gloo's unbound-buffer algorithms, which take it per call.
-  const bool has_sync = !worker_sync_contexts_.empty();
-  const size_t piece_bytes = sync_piece_bytes();
-  AllreduceAlgorithm algorithm = options_.allreduce_algorithm.value_or(
-      choose_allreduce_algorithm(nbytes, size(), has_sync, piece_bytes));
-  if (!allreduce_algorithm_supports(algorithm, size(), nbytes)) {
-    algorithm = AllreduceAlgorithm::kGlooRing;
-  }
-  using Where = AllreducePlan::Where;
-  if (has_sync && allreduce_runs_on_sync_pairs(algorithm, nbytes, size(), sync_limits_)) {
-    return {algorithm, Where::kSyncPairs};
-  }
-  if (has_sync && piece_bytes > 0 && algorithm == AllreduceAlgorithm::kHalvingDoubling) {
-    return {algorithm, Where::kSyncPieces};
-  }
-  if (is_classic_allreduce(algorithm)) algorithm = AllreduceAlgorithm::kGlooRing;
-  return {algorithm, Where::kEventLoop};
 }
 
 void GlooBackend::name_transport_culprits(const OpContext& c, const std::string& cause,
@@ -474,107 +426,6 @@ void GlooBackend::name_transport_culprits(const OpContext& c, const std::string&
   } else if (!report.not_asked.empty()) {
     set_culprits(error, {CulpritReason::kNotReceiving, report.not_asked});
   }
-}
-
-void GlooBackend::allreduce_on_worker(const TensorList& tensors, ReduceOp op,
-                                      const OpContext& c, uint32_t tag) const {
-  if (tensors.empty() || tensors[0].numel() == 0) return;
-  if (c.two_level != nullptr && tensors[0].nbytes() >= options_.two_level_min_bytes) {
-    const Tensor& first = tensors[0];
-    const size_t count = static_cast<size_t>(first.numel());
-    UntypedReduceFn fn = reduce_function(first.dtype(), op);
-    for (size_t i = 1; i < tensors.size(); ++i) fn(first.data(), first.data(), tensors[i].data(), count);
-    throw_if_error(c.two_level->run(first, op, c.timeout));
-    if (op == ReduceOp::AVG) divide_in_place(first.data(), count, first.dtype(), size());
-    for (size_t i = 1; i < tensors.size(); ++i) copy_bytes(tensors[i], first.data());
-    return;
-  }
-  if (c.shm != nullptr) {
-    const Tensor& first = tensors[0];
-    const shm::Reduction r = shm_reduction(first.dtype(), op);
-    const size_t count = static_cast<size_t>(first.numel());
-    for (size_t i = 1; i < tensors.size(); ++i) r.fn(first.data(), first.data(), tensors[i].data(), count);
-    throw_if_error(shm::allreduce(*c.shm, first.data(), count, r,
-                                  c.shm_deadline()));
-    if (op == ReduceOp::AVG) divide_in_place(first.data(), count, first.dtype(), size());
-    for (size_t i = 1; i < tensors.size(); ++i) copy_bytes(tensors[i], first.data());
-    return;
-  }
-  AllreduceCall call;
-  call.context = c.context;
-  for (const Tensor& t : tensors) call.buffers.push_back(t.data());
-  call.count = static_cast<size_t>(tensors[0].numel());
-  call.dtype = tensors[0].dtype();
-  call.op = op;
-  call.tag = tag;
-  call.timeout = c.timeout;
-  const AllreducePlan plan = allreduce_plan(tensors[0].nbytes());
-  switch (plan.where) {
-    case AllreducePlan::Where::kSyncPairs:
-      call.context = sync_pairs(c);
-      run_allreduce(plan.algorithm, call);
-      break;
-    case AllreducePlan::Where::kSyncPieces:
-      call.context = sync_pairs(c);
-      run_allreduce_in_pieces(plan.algorithm, call, sync_piece_bytes());
-      break;
-    case AllreducePlan::Where::kEventLoop:
-      run_allreduce(plan.algorithm, call);
-      break;
-  }
-  if (op == ReduceOp::AVG) {
-    for (const Tensor& t : tensors) {
-      divide_in_place(t.data(), call.count, call.dtype, size());
-    }
-  }
-}
-
-std::shared_ptr<Work> GlooBackend::allreduce(const TensorList& tensors,
-                                             const AllreduceOptions& opts) {
-  if (std::shared_ptr<Work> work = small_allreduce_here(tensors, opts)) return work;
-  return enqueue(OpType::kAllreduce, TensorSummary(tensors), opts.timeout,
-                 [this, tensors, opts](const OpContext& c) mutable -> absl::StatusOr<TensorList> {
-                   allreduce_on_worker(tensors, opts.op, c, c.tag);
-                   return std::move(tensors);  // the body runs once
-                 },
-                 tensors.empty() ? 0 : match_key(tensors[0].nbytes(), tensors[0].dtype(), -1));
-}
-
-std::shared_ptr<Work> GlooBackend::allreduce_coalesced(
-    const TensorList& tensors, const AllreduceOptions& opts) {
-  return enqueue(
-      OpType::kAllreduceCoalesced, TensorSummary(tensors), opts.timeout,
-      [this, tensors, opts](const OpContext& c) -> absl::StatusOr<TensorList> {
-        if (tensors.empty()) return tensors;
-        // One flat message instead of one per tensor: that is the point.
-        int64_t total = 0;
-        for (const Tensor& t : tensors) total += t.numel();
-        Tensor flat = scratch_for(c, total, tensors[0].dtype());
-        flatten_into(tensors, flat);
-        allreduce_on_worker({flat}, opts.op, c, c.tag);
-        unflatten_into(flat, tensors);
-        return tensors;
-      },
-      tensors.empty() ? 0 : match_key(total_bytes(tensors), tensors[0].dtype(), -1));
-}
-
-std::shared_ptr<Work> GlooBackend::barrier(const BarrierOptions& opts) {
-  return enqueue(OpType::kBarrier, TensorSummary(), opts.timeout,
-                 [this](const OpContext& c) -> absl::StatusOr<TensorList> {
-                   if (c.shm != nullptr) {
-                     throw_if_error(shm::barrier(*c.shm, c.shm_deadline()));
-                     return TensorList{};
-                   }
-                   if (auto sync = sync_pairs(c); sync != nullptr && size() > 1) {
-                     barrier_classic(sync);
-                     return TensorList{};
-                   }
-                   gloo::BarrierOptions o(c.context);
-                   o.setTag(c.tag);
-                   o.setTimeout(c.timeout);
-                   gloo::barrier(o);
-                   return TensorList{};
-                 });
 }
 
 absl::StatusOr<std::shared_ptr<Backend>> create_gloo_backend(

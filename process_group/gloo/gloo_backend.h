@@ -10,10 +10,12 @@
 // number; each worker owns a Gloo context (its own full mesh of TCP pairs)
 // and every op gets a fresh tag, so concurrent ops never cross. Point-to-
 // point ops use one more context of their own, with the user's tag as slot.
-// Small classic allreduces use a second context per worker whose sockets the
-// op's thread reads itself (sync_pairs.h). When every rank is on one host,
-// each worker also has a shared-memory channel (process_group/shm/) that
-// most collectives take instead of TCP (GlooOptions::shared_memory).
+// Small classic ops use a second context per worker whose sockets the op's
+// thread reads itself (sync_pairs.h). When every rank is on one host, each
+// worker also has a shared-memory channel (process_group/shm/). Which of
+// these an op takes is the group's execution plan (execution_plan.h), made
+// when the group forms; CollectiveRunner runs it. This class keeps the
+// rendezvous, the op queue and the naming of errors.
 #ifndef DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
 #define DDPX_PROCESS_GROUP_GLOO_GLOO_BACKEND_H_
 
@@ -28,7 +30,10 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend.h"
+#include "process_group/gloo/collective_runner.h"
+#include "process_group/gloo/execution_plan.h"
 #include "process_group/gloo/gloo_options.h"
+#include "process_group/gloo/op_context.h"
 #include "process_group/gloo/p2p_waiters.h"
 #include "process_group/gloo/worker_pool.h"
 #include "process_group/rendezvous/host_identity.h"
@@ -77,15 +82,13 @@ class GlooBackend : public Backend {
   bool claims_traces() const override { return true; }
   // Whether large allreduces take two levels across hosts (GlooOptions).
   bool uses_two_level_allreduce() const { return !two_level_.empty(); }
+  // Which path each collective takes in this group (execution_plan.h),
+  // chosen when the group formed.
+  const ExecutionPlan& execution_plan() const { return *plan_; }
   // The algorithm the TCP path runs for an allreduce of `nbytes` per tensor,
-  // and where. It depends on sizes, the options and what the ranks agreed
-  // at rendezvous, never on the op's timeout, so every rank picks the same.
-  struct AllreducePlan {
-    enum class Where { kSyncPairs, kSyncPieces, kEventLoop };
-    AllreduceAlgorithm algorithm;
-    Where where;
-  };
-  AllreducePlan allreduce_plan(size_t nbytes) const;
+  // and where (ExecutionPlan::tcp_allreduce).
+  using AllreducePlan = ddpx::AllreducePlan;
+  AllreducePlan allreduce_plan(size_t nbytes) const { return plan_->tcp_allreduce(nbytes); }
   const std::string& shared_memory_status() const { return shm_status_; }
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
@@ -133,36 +136,7 @@ class GlooBackend : public Backend {
                                        const SendRecvOptions& opts) override;
 
  private:
-  // What a queued op sees when it runs on its worker.
-  struct OpContext {
-    std::shared_ptr<gloo::Context> context;  // the worker's own
-    // The worker's sync-mode context (sync_pairs.h), where the classic
-    // algorithm classes run; null when GlooOptions::sync_max_bytes is 0.
-    // Take it through sync_pairs(), which gives its sockets the op's timeout.
-    std::shared_ptr<gloo::Context> sync_context;
-    // The timeout the sync context's sockets have now (the worker's own).
-    std::chrono::milliseconds* sync_timeout;
-    Store* store;                            // the worker's own store handle
-    uint64_t seq;                            // same on every rank
-    uint32_t tag;  // first of kTagsPerOp gloo tags owned by this op
-    std::chrono::milliseconds timeout;  // the op's, resolved
-    std::chrono::steady_clock::time_point started;  // when the op began to run
-    Tensor* scratch;  // the worker's reusable buffer (see scratch_for)
-    // The worker's shared-memory channel; null when the group is not on
-    // the shared-memory path.
-    shm::Channel* shm;
-    // The worker's two-level allreduce; null when the group does not use it.
-    TwoLevelAllreduce* two_level;
-
-    // The op's deadline on the shared-memory path: its timeout from when it
-    // began to run (without reading the clock again).
-    shm::Deadline shm_deadline() const { return shm::Deadline::until(started + timeout, timeout); }
-  };
-  // A 1-D tensor of `numel` elements over the worker's reusable buffer,
-  // grown when too small: staging copies then fault in fresh pages once per
-  // worker instead of once per op.
-  static Tensor scratch_for(const OpContext& c, int64_t numel, DType dtype);
-  static constexpr uint32_t kTagsPerOp = 16;
+  static constexpr uint32_t kTagsPerOp = OpContext::kTagsPerOp;
   // How long the destructor waits for the peers' closing handshake, and how
   // long the connections then stay open in the background for it.
   static constexpr std::chrono::milliseconds kClosingGrace{200};
@@ -180,8 +154,6 @@ class GlooBackend : public Backend {
   // group of this local rank) where GlooOptions and the topology call for
   // it. Collective; called from connect().
   void set_up_two_level_allreduce();
-  // The Reduction the shared-memory collectives need for dtype and op.
-  static shm::Reduction shm_reduction(DType dtype, ReduceOp op);
 
   // Queues `body` on the worker its sequence number picks; `what` describes
   // the op's tensors for its error messages. `match` (match_key) is what
@@ -234,27 +206,6 @@ class GlooBackend : public Backend {
   static void name_transport_culprits(const OpContext& c, const std::string& cause,
                                       absl::Status* error);
 
-  // The worker's sync context (null if it has none), its sockets' send and
-  // receive timeouts set to the op's: the classic classes wait on a sync
-  // pair as long as its socket allows, so they run there only.
-  std::shared_ptr<gloo::Context> sync_pairs(const OpContext& c) const;
-
-  // Bodies shared by several ops; they run on a worker and throw gloo's
-  // exceptions.
-  void allreduce_on_worker(const TensorList& tensors, ReduceOp op,
-                           const OpContext& c, uint32_t tag) const;
-  // allgather's: `nbytes_per_rank` from each rank into `out`, rank r's at
-  // r; on the sync pairs where they take it, else gloo::allgather with `tag`.
-  void allgather_bytes(const OpContext& c, const void* in, void* out, size_t nbytes_per_rank,
-                       uint32_t tag) const;
-  // reduce_scatter's body (gloo_collectives.cc): `output.numel()` elements
-  // per rank; `scratch` holds reduce_scatter_scratch() elements.
-  bool reduce_scatter_uses_classic(const Tensor& output, const OpContext& c) const;
-  int64_t reduce_scatter_scratch(const void* input, const Tensor& output,
-                                 const OpContext& c) const;
-  void reduce_scatter_on_worker(const void* input, const Tensor& output,
-                                ReduceOp op, const OpContext& c, uint32_t tag,
-                                uint8_t* scratch) const;
   absl::StatusOr<TensorList> monitored_barrier_on_worker(
       const OpContext& c, bool wait_all_ranks) const;
   std::shared_ptr<Work> start_p2p(OpType op, const TensorList& tensors,
@@ -282,6 +233,9 @@ class GlooBackend : public Backend {
   std::string shm_status_;
   HostTopology topology_;
   std::vector<std::unique_ptr<TwoLevelAllreduce>> two_level_;  // per worker, or empty
+  // Set when the group has formed (end of connect()).
+  std::unique_ptr<ExecutionPlan> plan_;
+  std::unique_ptr<CollectiveRunner> runner_;
 
   std::atomic<bool> op_failed_{false};  // some collective failed (not cancelled)
   std::mutex seq_mu_;

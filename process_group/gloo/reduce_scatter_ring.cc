@@ -40,9 +40,6 @@ void run_reduce_scatter_ring(const ReduceScatterCall& call) {
     return;
   }
   UntypedReduceFn reduce = reduce_function(call.dtype, call.op);
-  if (reduce == nullptr) {
-    GLOO_THROW_INVALID_OPERATION_EXCEPTION("reduce op not defined on this dtype");
-  }
   if (n > 2 && call.scratch == nullptr) {
     GLOO_THROW_INVALID_OPERATION_EXCEPTION("reduce_scatter ring needs scratch");
   }
@@ -102,7 +99,6 @@ void run_reduce_scatter_ring(const ReduceScatterCall& call) {
   for (size_t k = 0; k < num_segs; ++k) wait_send(*in_buf, call.timeout);
   for (; pending_out > 0; --pending_out) wait_send(*out_buf, call.timeout);
   for (; pending_scratch > 0; --pending_scratch) wait_send(*scratch_buf, call.timeout);
-  if (call.op == ReduceOp::AVG) divide_in_place(call.output, call.count, call.dtype, n);
 }
 
 void run_reduce_scatter_halving_doubling(const ReduceScatterCall& call, void* work) {
@@ -113,9 +109,6 @@ void run_reduce_scatter_halving_doubling(const ReduceScatterCall& call, void* wo
   visit_dtype(call.dtype, [&](auto zero) {
     using T = decltype(zero);
     const gloo::ReductionFunction<T>* fn = classic_reduction<T>(call.op);
-    if (fn == nullptr) {
-      GLOO_THROW_INVALID_OPERATION_EXCEPTION("reduce op not defined on this dtype");
-    }
     const std::vector<int> per_rank(n, static_cast<int>(call.count));
     T* data = static_cast<T*>(work);
     gloo::ReduceScatterHalvingDoubling<T>(call.context, {data},
@@ -124,7 +117,6 @@ void run_reduce_scatter_halving_doubling(const ReduceScatterCall& call, void* wo
   });
   // The algorithm leaves each rank's share at the front of the buffer.
   memcpy(call.output, work, chunk_bytes);
-  if (call.op == ReduceOp::AVG) divide_in_place(call.output, call.count, call.dtype, n);
 }
 
 }  // namespace ddpx

@@ -38,7 +38,7 @@ struct ReduceScatterCall {
   void* scratch = nullptr;
   size_t count = 0;
   DType dtype = DType::kFloat32;
-  ReduceOp op = ReduceOp::SUM;  // AVG: SUM, then divided here
+  ReduceOp op = ReduceOp::SUM;  // AVG reduces as SUM; the caller divides
   uint32_t tag = 0;             // gloo tag, unique to this op on `context`
   std::chrono::milliseconds timeout{0};
   // Bytes per segment of a chunk (rounded down to whole elements).

@@ -1,0 +1,27 @@
+#include "process_group/gloo/op_context.h"
+
+#include <algorithm>
+
+#include "process_group/gloo/sync_pairs.h"
+
+namespace ddpx {
+
+std::shared_ptr<gloo::Context> OpContext::sync_pairs() const {
+  if (sync_context == nullptr) return nullptr;
+  if (*sync_timeout != timeout) {
+    set_sync_pair_timeout(*sync_context, timeout);
+    *sync_timeout = timeout;
+  }
+  return sync_context;
+}
+
+Tensor OpContext::scratch_for(int64_t numel, DType dtype) const {
+  const int64_t nbytes = numel * static_cast<int64_t>(dtype_size(dtype));
+  Tensor& buffer = *scratch;
+  if (!buffer.defined() || buffer.numel() < nbytes) {
+    buffer = Tensor::zeros({std::max<int64_t>(nbytes, 1)}, DType::kUInt8);
+  }
+  return Tensor::from_blob(buffer.data(), {numel}, dtype);
+}
+
+}  // namespace ddpx
