@@ -297,6 +297,9 @@ absl::Status timeout(OpType op, std::chrono::milliseconds timeout) {
 absl::Status send_recv(OpType op, const TensorList& tensors, int peer, int tag,
                        int rank, int size) {
   if (absl::Status s = tensor_list(op, tensors, false); !s.ok()) return s;
+  if (op == OpType::kRecvAnysource && size <= 1) {
+    return invalid(op, "a group of size 1 has no other rank to receive from");
+  }
   if (op != OpType::kRecvAnysource) {
     const char* what = op == OpType::kSend ? "dst_rank" : "src_rank";
     if (absl::Status s = rank_in_range(op, what, peer, size); !s.ok()) return s;

@@ -1,4 +1,7 @@
 // Argument checks for every ProcessGroup op, run before a backend sees them.
+// They are the only ones on an op's way down: backends trust what passes
+// (core/backend.h; the Gloo backend's paths check nothing again,
+// process_group/gloo/execution_plan.h).
 //
 // Each function returns OK or an InvalidArgument error whose message starts
 // with the op's name and says what was expected and what came, e.g.
@@ -60,7 +63,8 @@ absl::Status alltoall_base(const Tensor& output, const Tensor& input,
                            int size);
 // An op's timeout, once resolved: positive.
 absl::Status timeout(OpType op, std::chrono::milliseconds timeout);
-// Peer in range and not this rank; tag non-negative.
+// Peer in range and not this rank (recv_anysource: some other rank
+// exists); tag non-negative.
 absl::Status send_recv(OpType op, const TensorList& tensors, int peer,
                        int tag, int rank, int size);
 

@@ -1,6 +1,7 @@
 // GlooBackend's point-to-point ops (on their own Gloo context, the user's tag
 // as slot) and monitored_barrier (through the store, so it can say which
-// ranks never arrived).
+// ranks never arrived). Peers come checked by the front end
+// (validate::send_recv): in range, not this rank, at least one.
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -35,19 +36,6 @@ std::shared_ptr<Work> GlooBackend::start_p2p(OpType op,
   pending->is_recv = op != OpType::kSend;
   const uint64_t slot = gloo::Slot::build(kP2PSlotPrefix, static_cast<uint32_t>(tag));
   const std::string what = describe(tensors);
-  for (int peer : peers) {
-    if (peer < 0 || peer >= size() || peer == rank()) {
-      work->fail(trace.failed(absl::InvalidArgumentError(absl::StrCat(
-          op_type_name(op), ": peer rank ", peer, " is not another rank of [0, ",
-          size(), ") (this is rank ", rank(), ")"))));
-      return work;
-    }
-  }
-  if (peers.empty()) {
-    work->fail(trace.failed(absl::InvalidArgumentError(absl::StrCat(
-        op_type_name(op), ": a group of size 1 has no other rank to receive from"))));
-    return work;
-  }
   try {
     // Posted now, on the caller's thread: matching follows issue order.
     for (const Tensor& t : tensors) {

@@ -211,6 +211,16 @@ TEST_F(FrontEndTest, PointToPointPeersAndTags) {
             "recv_anysource: expected at least one tensor, got none");
 }
 
+// The only check of a receive from any rank (backends trust the front end).
+TEST(FrontEndAlone, RecvAnysourceInAGroupOfOneHasNoPeer) {
+  std::vector<std::shared_ptr<ProcessGroup>> alone = make_groups(1);
+  std::shared_ptr<Work> w = alone[0]->recv_anysource({f32(1)});
+  ASSERT_TRUE(w->is_completed()) << "a bad call must fail at once";
+  EXPECT_EQ(w->exception().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(w->exception().message(),
+            "recv_anysource: a group of size 1 has no other rank to receive from");
+}
+
 // Valid point-to-point calls and monitored_barrier reach the backend.
 TEST_F(FrontEndTest, ValidPointToPointAndMonitoredBarrierRun) {
   Tensor sent = Tensor::from_vector<double>({1.5, -2});
