@@ -1,5 +1,5 @@
 """What the torch DDP tests on the ddpx backend share: ranks as real
-processes (torch.multiprocessing, the store on a free port), the MLP and
+processes (harness.run_ranks: spawned, a FileStore each run), the MLP and
 data of examples/reference/train_torch.py (Fashion-MNIST from Debian's
 dataset-fashion-mnist), and one training run that returns the final
 parameters.
@@ -8,66 +8,62 @@ The training run is deterministic given the backend's sums: one torch thread
 per rank, weights from torch.manual_seed(0), rank r's batch of step s is
 rows [(s * world + r) * batch, ... + batch) of the training set.
 """
-import glob
 import os
-import socket
 import sys
-import tempfile
-import traceback
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
-import torch.multiprocessing as mp
+
+import harness  # tests/python/harness.py: real ranks, deadlines, every rank's story
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "examples", "reference"))
 import train_torch  # noqa: E402  (mlp, load, register_hook: torch's hooks by spec)
 
-# Under Bazel the built package sits in the runfiles (//python:ddpx_torch);
-# elsewhere the installed wheel is used. Spawned ranks inherit sys.path.
-if glob.glob(os.path.join(ROOT, "python", "ddpx_torch", "_C*.so")):
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-
 DATA_DIR = os.environ.get("FASHION_MNIST_DIR", "/usr/share/datasets/fashion-mnist")
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def _to_wire(value):
+    """Tensors as numpy arrays, which pickle by value (a tensor would travel
+    as shared memory that its rank's exit may take away)."""
+    if isinstance(value, torch.Tensor):
+        return ("tensor", value.detach().numpy().copy())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_to_wire(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _to_wire(v) for k, v in value.items()}
+    return value
 
 
-def import_backend(backend):
-    """Makes `backend` known to torch.distributed ("ddpx" by importing
-    ddpx_torch, which registers it)."""
-    if "ddpx" in backend:
-        import ddpx_torch  # noqa: F401
+def _from_wire(value):
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "tensor":
+        return torch.from_numpy(value[1])
+    if isinstance(value, (list, tuple)):
+        return type(value)(_from_wire(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _from_wire(v) for k, v in value.items()}
+    return value
 
 
-def _rank_main(rank, world, port, backend, fn, args, out_dir):
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank), LOCAL_WORLD_SIZE=str(world))
+def _rank_body(rank, world, init_method, backend, fn, args):
     torch.set_num_threads(1)
+    if "ddpx" in backend:
+        import ddpx_torch  # noqa: F401  (registers the backend)
+    dist.init_process_group(backend, init_method=init_method, rank=rank, world_size=world,
+                            timeout=timedelta(seconds=120))
     try:
-        import_backend(backend)
-        dist.init_process_group(backend, rank=rank, world_size=world)
-        result = fn(rank, world, *args)
-        torch.save(result, os.path.join(out_dir, f"rank{rank}.pt"))
-        dist.barrier()
+        return _to_wire(fn(rank, world, *args))
+    finally:
         dist.destroy_process_group()
-    except BaseException:
-        traceback.print_exc()
-        raise
 
 
-def run_ranks(world, backend, fn, *args):
-    """fn(rank, world, *args) on `world` processes in a group on `backend`;
-    returns the list of what each rank's fn returned (torch.save-able)."""
-    with tempfile.TemporaryDirectory(prefix="ddpx_ddp_") as out_dir:
-        mp.start_processes(_rank_main, args=(world, free_port(), backend, fn, args, out_dir),
-                           nprocs=world, join=True, start_method="spawn")
-        return [torch.load(os.path.join(out_dir, f"rank{r}.pt")) for r in range(world)]
+def run_ranks(world, backend, fn, *args, timeout=600):
+    """fn(rank, world, *args) on `world` processes (harness.run_ranks) in a
+    default group on `backend`; returns what each rank's fn returned."""
+    return [_from_wire(v) for v in harness.run_ranks(
+        _rank_body, world, args=(backend, fn, args), timeout=timeout)]
 
 
 _DATA = None
@@ -95,11 +91,23 @@ def flat_parameters(model):
     return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
 
 
-def train(model, rank, steps, world, batch, lr=0.05, momentum=0.9):
-    """SGD steps on rank's shard; returns rank 0's losses per step and the
-    final parameters flattened (named_parameters order)."""
+def train(model, rank, steps, world, batch, lr=0.05, momentum=0.9, zero_first_step=False):
+    """SGD steps on rank's shard; returns the losses per step and the final
+    parameters flattened (named_parameters order).
+
+    zero_first_step: one step before them with the loss times 0 (zero
+    gradients: the parameters and momentum stay as they are). torch's DDP
+    lays its first bucket out in registration order and ddpx's C++ DDP in
+    reverse order; both rebuild it in gradient-ready order after the first
+    step, so from the second step on a layout-sensitive hook (int8's chunks)
+    sees the same bucket in both.
+    """
     x, y = batches(steps, world, batch)
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+    if zero_first_step:
+        opt.zero_grad()
+        (torch.nn.functional.cross_entropy(model(x[0, rank]), y[0, rank]) * 0).backward()
+        opt.step()
     losses = []
     for s in range(steps):
         opt.zero_grad()

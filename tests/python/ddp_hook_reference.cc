@@ -38,6 +38,8 @@ ABSL_FLAG(int, batch, 32, "batch per rank");
 ABSL_FLAG(int, hidden, 64, "hidden width");
 ABSL_FLAG(double, lr, 0.05, "SGD learning rate");
 ABSL_FLAG(double, momentum, 0.9, "SGD momentum");
+ABSL_FLAG(bool, zero_first_step, true,
+          "one step with the loss times 0 first (tests/python/ddp_common.py's train)");
 
 namespace {
 
@@ -93,6 +95,13 @@ int main(int argc, char** argv) {
     torch::optim::SGD opt(model->parameters(), torch::optim::SGDOptions(absl::GetFlag(FLAGS_lr))
                                                    .momentum(absl::GetFlag(FLAGS_momentum)));
     std::vector<double> losses;
+    if (absl::GetFlag(FLAGS_zero_first_step)) {
+      at::Tensor x = torch::from_blob(xs.data() + int64_t{rank} * batch * 784, {batch, 784});
+      at::Tensor y = torch::from_blob(ys.data() + int64_t{rank} * batch, {batch}, torch::kLong);
+      opt.zero_grad();
+      (torch::nn::functional::cross_entropy(model->forward(x), y) * 0).backward();
+      opt.step();
+    }
     for (int s = 0; s < steps; ++s) {
       const int64_t row = (int64_t{s} * world + rank) * batch;
       at::Tensor x = torch::from_blob(xs.data() + row * 784, {batch, 784});

@@ -3,7 +3,9 @@ exactly as the same hook does in ddpx's C++ DDP for libtorch modules
 (reducer/torch), which //tests/python:ddp_hook_reference runs on the same
 MLP 784-64-10, weights, Fashion-MNIST batches and SGD: fp16, int8 and
 PowerSGD (rank 2 from step 10, so its error feedback and warm start carry
-across steps), 2 ranks, 150 steps. Also: each hook changes the result
+across steps), 2 ranks, 150 steps after a first step with zero loss
+(ddp_common.train's zero_first_step: both DDPs then hold the bucket in the
+same order). Also: each hook changes the result
 against DDP's default allreduce (so it really ran), PowerSGD's state counts
 the steps it saw, and a bad spec or a non-ddpx group is refused naming it.
 
@@ -44,7 +46,7 @@ def train_hooks(rank, world):
     for spec in ["allreduce"] + SPECS:
         model = DDP(ddp_common.make_model((HIDDEN,)))
         handle = None if spec == "allreduce" else ddpx_torch.register_comm_hook(model, spec)
-        losses, params = ddp_common.train(model, rank, STEPS, world, BATCH)
+        losses, params = ddp_common.train(model, rank, STEPS, world, BATCH, zero_first_step=True)
         out[spec] = (losses, params, handle.state_iteration() if handle else None,
                      handle.name if handle else None)
     errors = {}
@@ -118,7 +120,8 @@ class DDPHookTest(unittest.TestCase):
         self.check_spec("powersgd:rank=2,start_iter=10")
         for rank in range(WORLD):
             _, _, iteration, name = self.python[rank]["powersgd:rank=2,start_iter=10"]
-            self.assertEqual(iteration, STEPS, f"rank {rank}: PowerSGD state's iteration")
+            self.assertEqual(iteration, STEPS + 1,  # and the zero first step
+                             f"rank {rank}: PowerSGD state's iteration")
             self.assertIn("powersgd", name.lower())
 
     def test_errors_name_the_problem(self):
