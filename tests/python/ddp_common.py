@@ -88,7 +88,10 @@ def make_model(hidden):
 
 
 def flat_parameters(model):
-    return torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    """Every parameter flattened, in order; FSDP's sharded ones gathered
+    (full_tensor, a collective: every rank calls it)."""
+    return torch.cat([(p.full_tensor() if hasattr(p, "full_tensor") else p).detach().reshape(-1)
+                      for p in model.parameters()])
 
 
 def train(model, rank, steps, world, batch, lr=0.05, momentum=0.9, zero_first_step=False):
