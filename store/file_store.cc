@@ -13,22 +13,9 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/little_endian.h"
 
 namespace ddpx {
-
-namespace {
-
-void put_u64(uint64_t v, std::string* out) {
-  for (int i = 0; i < 8; ++i) out->push_back(static_cast<char>(v >> (8 * i)));
-}
-
-uint64_t get_u64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-
-}  // namespace
 
 // flock held for one operation.
 class FileStore::Lock {
@@ -121,9 +108,9 @@ absl::Status FileStore::error(const std::string& what, int err) const {
 void FileStore::encode(Op op, const std::string& key, const Bytes& value,
                        std::string* out) {
   out->push_back(static_cast<char>(op));
-  put_u64(key.size(), out);
+  little_endian::append_u64(key.size(), out);
   out->append(key);
-  put_u64(value.size(), out);
+  little_endian::append_u64(value.size(), out);
   out->append(value.begin(), value.end());
 }
 
@@ -145,9 +132,9 @@ absl::Status FileStore::refresh_locked() {
   // A record cut short (a writer died mid-write) stops the scan there.
   while (got - pos >= 17) {
     const Op op = static_cast<Op>(log[pos]);
-    uint64_t klen = get_u64(&log[pos + 1]);
+    uint64_t klen = little_endian::read_u64(&log[pos + 1]);
     if (klen > got - pos - 17) break;
-    uint64_t vlen = get_u64(&log[pos + 9 + klen]);
+    uint64_t vlen = little_endian::read_u64(&log[pos + 9 + klen]);
     if (vlen > got - pos - 17 - klen) break;
     std::string key = log.substr(pos + 9, klen);
     const char* v = &log[pos + 17 + klen];

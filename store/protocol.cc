@@ -28,16 +28,6 @@ const char* query_type_name(QueryType type) {
   return "UNKNOWN";
 }
 
-uint32_t read_u32(const uint8_t* p) {
-  return static_cast<uint32_t>(p[0]) | static_cast<uint32_t>(p[1]) << 8 |
-         static_cast<uint32_t>(p[2]) << 16 | static_cast<uint32_t>(p[3]) << 24;
-}
-
-uint64_t read_u64(const uint8_t* p) {
-  return static_cast<uint64_t>(read_u32(p)) |
-         static_cast<uint64_t>(read_u32(p + 4)) << 32;
-}
-
 absl::string_view ListReader::next() {
   const uint64_t len = read_u64(reinterpret_cast<const uint8_t*>(rest_.data()));
   absl::string_view s = rest_.substr(8, static_cast<size_t>(len));
@@ -275,16 +265,12 @@ FrameWriter& FrameWriter::u8(uint8_t v) {
 }
 
 FrameWriter& FrameWriter::u32(uint32_t v) {
-  char b[4];
-  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  out_->append(b, 4);
+  little_endian::append_u32(v, out_);
   return *this;
 }
 
 FrameWriter& FrameWriter::u64(uint64_t v) {
-  char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  out_->append(b, 8);
+  little_endian::append_u64(v, out_);
   return *this;
 }
 

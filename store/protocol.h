@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "absl/strings/string_view.h"
+#include "core/little_endian.h"
 
 namespace ddpx {
 namespace protocol {
@@ -175,8 +176,8 @@ std::string encode_request(const RequestFields& request);
 std::string encode_request(const Request& request);
 
 // Little-endian reads, for clients parsing responses.
-uint32_t read_u32(const uint8_t* p);
-uint64_t read_u64(const uint8_t* p);
+using little_endian::read_u32;
+using little_endian::read_u64;
 
 }  // namespace protocol
 }  // namespace ddpx

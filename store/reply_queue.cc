@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "core/little_endian.h"
+
 namespace ddpx {
 
 namespace {
@@ -35,13 +37,13 @@ void ReplyQueue::append(absl::string_view b) {
 
 void ReplyQueue::u32(uint32_t v) {
   char b[4];
-  for (int i = 0; i < 4; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  little_endian::write_u32(v, b);
   append(absl::string_view(b, 4));
 }
 
 void ReplyQueue::u64(uint64_t v) {
   char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
+  little_endian::write_u64(v, b);
   append(absl::string_view(b, 8));
 }
 
