@@ -1,20 +1,32 @@
-// Int8 min-max quantization (Bagua's ByteGrad) as host/device code: the byte format
-// and arithmetic of hooks/kernels/cpu_kernels.h, split into the pieces the
-// CUDA kernels run per thread. tests/cuda/quantize_math_test.cc replays a
-// whole grid on the CPU and compares the bytes with the CPU hook kernels.
+// Int8 min-max quantization (Bagua's ByteGrad: Bagua's "Low Precision
+// Stochastic Gradient" documentation; Gan et al., VLDB 2022) as host/device
+// code: the one description of the record format and its arithmetic, which
+// the CPU kernels (hooks/kernels/cpu_kernels.h, vectorized) and the CUDA
+// kernels (split into the pieces each thread runs) both follow.
+// tests/cuda/quantize_math_test.cc replays a whole grid on the CPU and
+// compares the bytes with the CPU hook kernels.
 //
 // Layout: `n` floats cut into chunks of `chunk` elements (the last may be
 // shorter); chunk c becomes the record
-//   [float32 min][float32 max][one uint8 code per element]
+//   offset 0: float32 min (little endian, IEEE binary32)
+//   offset 4: float32 max
+//   offset 8: one uint8 code per element, code i for element i
 // and the records lie back to back, so chunk c starts at byte
-// c * (chunk + 8). One chunk (chunk >= n) is exactly the CPU kernels' record.
+// c * (chunk + 8). One chunk (chunk >= n) is one record of 8 + n bytes.
 //
-// Arithmetic, each float operation rounded separately (float_ops.h):
-//   min, max = NaN-propagating minimum and maximum, each plus 0.0f
-//   scale    = 255 / ((max - min) + eps)
-//   code     = clamp((x - min) * scale, 0, 255) rounded to nearest even
-//   decode   = code * (((max - min) + eps) / 255) + min, NaN if min or max
-//              is not finite
+// Arithmetic, each float operation rounded separately (float_ops.h; a CUDA
+// kernel uses __fmul_rn/__fadd_rn/__fdiv_rn, the CPU -ffp-contract=off):
+//   min, max = the chunk's minimum and maximum, each plus 0.0f (so -0 is
+//              stored as +0); both the one quiet NaN if any element is NaN;
+//              {0, 0} for an empty chunk
+//   scale    = 255 / ((max - min) + kQuantizeEpsilon)
+//   code     = v = (x - min) * scale; v = 0 if !(v > 0); v = 255 if v > 255;
+//              v rounded to nearest, ties to even
+//   step     = ((max - min) + kQuantizeEpsilon) / 255
+//   decode   = code * step + min, NaN everywhere if min or max is not
+//              finite (the chunk held NaN or inf: bad gradients stay
+//              visibly bad instead of turning into plausible numbers)
+// so |x - decode| <= step / 2 (plus float rounding).
 #ifndef DDPX_CUDA_QUANTIZE_MATH_H_
 #define DDPX_CUDA_QUANTIZE_MATH_H_
 

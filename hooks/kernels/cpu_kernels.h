@@ -14,6 +14,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/quantize_math.h"
+
 namespace ddpx {
 namespace kernels {
 
@@ -51,28 +53,15 @@ void add_into(float* acc, const float* src, int64_t n, Isa isa = best_isa());
 
 // ---- int8 min-max quantization -------------------------------------------
 //
-// A quantized chunk of n float32 values is a record of 8 + n bytes:
-//
-//   offset 0: float32 min   (little endian, IEEE binary32)
-//   offset 4: float32 max
-//   offset 8: n uint8 codes, code i for element i
-//
-// with, in float32 arithmetic, each operation rounded separately (no FMA):
-//
-//   min, max = the chunk's minimum and maximum, each plus 0.0f (so -0 is
-//              stored as +0); both NaN if any element is NaN
-//   scale    = 255.0f / ((max - min) + kQuantizeEpsilon)
-//   code     = v = (x - min) * scale; v = 0 if !(v > 0); v = 255 if v > 255;
-//              round v to nearest, ties to even
-//   step     = ((max - min) + kQuantizeEpsilon) / 255.0f
-//   x'       = code * step + min        (decode)
-//
-// so |x - x'| <= step / 2 (plus float rounding). A record whose min or max is
-// not finite (the chunk held NaN or inf) decodes to NaN everywhere: bad
-// gradients stay visibly bad instead of turning into plausible numbers.
-// The CUDA kernels (cuda/) write and read exactly this format.
-inline constexpr float kQuantizeEpsilon = 1e-7f;
-inline constexpr size_t kQuantizedHeaderBytes = 8;
+// Records in the one layout and arithmetic of cuda/quantize_math.h, which
+// the CUDA kernels follow too: a chunk of n float32 values becomes
+// quantized_record_bytes(n) = 8 + n bytes, [float32 min][float32 max][n
+// uint8 codes], every float operation rounded alone (no FMA), so
+// |x - x'| <= step / 2; a record whose min or max is not finite decodes to
+// NaN everywhere.
+using cuda_math::kQuantizeEpsilon;
+inline constexpr size_t kQuantizedHeaderBytes =
+    static_cast<size_t>(cuda_math::kQuantizedHeaderBytes);
 inline constexpr size_t quantized_record_bytes(int64_t n) {
   return kQuantizedHeaderBytes + static_cast<size_t>(n);
 }
