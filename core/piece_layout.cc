@@ -4,6 +4,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace ddpx {
 namespace {
@@ -25,8 +26,38 @@ PieceLayout::PieceLayout(int64_t elements, int64_t element_bytes, int64_t piece_
   pieces_ = round_up_div(elements, per_piece_);
 }
 
+PieceLayout::PieceLayout(std::vector<int64_t> lengths, int64_t element_bytes, int64_t slices)
+    : elements_(0),
+      element_bytes_(element_bytes),
+      slices_(slices),
+      per_piece_(0),
+      pieces_(static_cast<int64_t>(lengths.size())),
+      lengths_(std::move(lengths)) {
+  if (element_bytes <= 0 || slices <= 0) {
+    throw std::invalid_argument("PieceLayout: element bytes and slices must be > 0 (got " +
+                                std::to_string(element_bytes) + ", " + std::to_string(slices) +
+                                ")");
+  }
+  for (int64_t p = 0; p < pieces_; ++p) {
+    const int64_t n = lengths_[p];
+    if (n < 0 || (p + 1 < pieces_ && n % slices != 0)) {
+      throw std::invalid_argument("PieceLayout: piece " + std::to_string(p) + " of " +
+                                  std::to_string(n) +
+                                  " elements (every piece >= 0, all but the last a multiple of " +
+                                  std::to_string(slices) + " slices)");
+    }
+    begins_.push_back(elements_);
+    elements_ += n;
+  }
+}
+
 int64_t PieceLayout::length(int64_t p) const {
+  if (!lengths_.empty()) return lengths_[p];
   return p + 1 < pieces_ ? per_piece_ : elements_ - (pieces_ - 1) * per_piece_;
+}
+
+int64_t PieceLayout::begin(int64_t p) const {
+  return begins_.empty() ? p * per_piece_ : begins_[p];
 }
 
 int64_t PieceLayout::slice(int64_t p) const { return round_up_div(length(p), slices_); }
@@ -38,7 +69,8 @@ bool PieceLayout::pads_last() const {
 int64_t PieceLayout::scratch_bytes(bool own_slices) const {
   if (pieces_ == 0) return 0;
   const int64_t last_slice = slice(pieces_ - 1);
-  const int64_t own = own_slices ? (pieces_ - 1) * (per_piece_ / slices_) + last_slice : 0;
+  // Every piece but the last divides into equal slices.
+  const int64_t own = own_slices ? (elements_ - length(pieces_ - 1)) / slices_ + last_slice : 0;
   const int64_t padded = pads_last() ? last_slice * slices_ : 0;
   return (own + padded) * element_bytes_;
 }
@@ -55,7 +87,7 @@ std::vector<PieceLayout::Piece> PieceLayout::place(const Tensor& data, Tensor& s
   int64_t slice_offset = 0;
   for (int64_t p = 0; p < pieces_; ++p) {
     const int64_t length = this->length(p), slice = this->slice(p);
-    uint8_t* in_place = base + p * per_piece_ * element_bytes_;
+    uint8_t* in_place = base + begin(p) * element_bytes_;
     if (slice * slices_ == length) {
       placed[p].whole = Tensor::from_blob(in_place, {length}, data.dtype());
     } else {  // only the last piece; its copy follows the slices
@@ -75,7 +107,7 @@ std::vector<PieceLayout::Piece> PieceLayout::place(const Tensor& data, Tensor& s
 void PieceLayout::copy_back(const Tensor& data, const std::vector<Piece>& placed) const {
   if (!pads_last()) return;
   const int64_t last = pieces_ - 1;
-  memcpy(static_cast<uint8_t*>(data.data()) + last * per_piece_ * element_bytes_,
+  memcpy(static_cast<uint8_t*>(data.data()) + begin(last) * element_bytes_,
          placed[last].whole.data(), length(last) * element_bytes_);
 }
 

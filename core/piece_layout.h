@@ -1,12 +1,12 @@
-// A flat buffer cut into equal pieces for a pipelined reduce-scatter /
-// allgather (the Gloo two-level allreduce): while one piece crosses the slow
-// link, the next is reduce-scattered and the previous gathered. (The int8
-// hook's pipeline cuts short pieces at both ends instead, to shorten what no
-// other piece hides: Int8Pipeline::piece_lengths.)
+// A flat buffer cut into pieces for a pipelined reduce-scatter / allgather:
+// while one piece crosses the slow link, the next is reduce-scattered and
+// the previous gathered. The Gloo two-level allreduce cuts equal pieces; the
+// int8 hook's pipeline gives its own lengths, short pieces at both ends to
+// shorten what no other piece hides (Int8Pipeline::piece_lengths).
 //
-// Every piece but the last holds `per_piece` elements, a multiple of the L
-// ranks that reduce-scatter it, so only the last piece may need padding to
-// L equal slices. This rank's slice of every piece lives in one scratch
+// Every piece but the last holds a multiple of the L ranks that
+// reduce-scatter it, so only the last piece may need padding to L equal
+// slices. This rank's slice of every piece lives in one scratch
 // buffer, followed by the zero-padded copy of the last piece when it needs
 // one (the padding is reduced with padding only and never copied back).
 #ifndef DDPX_CORE_PIECE_LAYOUT_H_
@@ -25,13 +25,19 @@ class PieceLayout {
   // (at least `slices` elements), each cut into `slices` >= 1 slices. An
   // empty buffer has no pieces.
   PieceLayout(int64_t elements, int64_t element_bytes, int64_t piece_bytes, int64_t slices);
+  // Pieces of the given lengths, in order: each >= 0, every one but the last
+  // a multiple of `slices`; the buffer holds their sum.
+  PieceLayout(std::vector<int64_t> lengths, int64_t element_bytes, int64_t slices);
 
   int64_t pieces() const { return pieces_; }
-  // Elements of every piece but the last: a multiple of slices().
+  // Elements of every piece but the last, a multiple of slices(), for equal
+  // pieces (the first constructor).
   int64_t per_piece() const { return per_piece_; }
   int64_t slices() const { return slices_; }
-  // Elements of piece `p`, and of each of its slices (rounded up).
+  // Elements of piece `p`, and of each of its slices (rounded up); where
+  // it starts in the buffer.
   int64_t length(int64_t p) const;
+  int64_t begin(int64_t p) const;
   int64_t slice(int64_t p) const;
   // Whether the last piece does not divide into slices() equal slices.
   bool pads_last() const;
@@ -54,6 +60,8 @@ class PieceLayout {
 
  private:
   int64_t elements_, element_bytes_, slices_, per_piece_, pieces_;
+  // Given lengths and their starts (empty for equal pieces).
+  std::vector<int64_t> lengths_, begins_;
 };
 
 }  // namespace ddpx

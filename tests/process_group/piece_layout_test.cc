@@ -123,6 +123,39 @@ TEST(PieceLayout, AnEmptyBufferHasNoPieces) {
   EXPECT_FALSE(scratch.defined());
 }
 
+// The int8 pipeline's layout: pieces of given lengths (short ones at the
+// ends), placed like equal ones: whole pieces in place at their starts,
+// own slices back to back in the scratch, the padded last piece after them.
+TEST(PieceLayout, GivenLengthsArePlacedAtTheirStarts) {
+  const PieceLayout layout({4, 8, 4, 3}, 4, 2);
+  EXPECT_EQ(layout.pieces(), 4);
+  EXPECT_EQ(layout.begin(2), 12);
+  EXPECT_EQ(layout.length(3), 3);
+  EXPECT_EQ(layout.slice(1), 4);
+  EXPECT_TRUE(layout.pads_last());
+  EXPECT_EQ(layout.scratch_bytes(true), (2 + 4 + 2 + 2 + 4) * 4);
+  const Placed placed = place_counting(layout, 19, true);
+  EXPECT_EQ(floats(placed.pieces[2].whole), floats(placed.data) + 12);
+  EXPECT_EQ(floats(placed.pieces[2].mine), floats(placed.scratch) + 6);
+  const Tensor& last = placed.pieces[3].whole;
+  EXPECT_EQ(floats(last), floats(placed.scratch) + 10);
+  EXPECT_EQ(last.to_float_vector(), (std::vector<float>{17, 18, 19, 0}));
+  floats(last)[0] = -1.0f;
+  layout.copy_back(placed.data, placed.pieces);
+  EXPECT_EQ(placed.data.to_float_vector()[16], -1.0f);
+
+  const PieceLayout empty_bucket({0}, 4, 2);  // one piece of nothing
+  EXPECT_EQ(empty_bucket.pieces(), 1);
+  EXPECT_FALSE(empty_bucket.pads_last());
+  try {
+    PieceLayout({4, 3, 2}, 4, 2);
+    FAIL() << "no error for a middle piece that does not divide into slices";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("piece 1 of 3 elements"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(PieceLayout, BadSizesAreNamed) {
   try {
     PieceLayout(8, 4, kPieceBytes, 0);
