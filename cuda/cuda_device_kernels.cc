@@ -1,5 +1,7 @@
 // DeviceKernels for CUDA tensors: the kernels of kernels.h and cuBLAS GEMMs
 // on the current stream of the tensors' device. Registered when linked.
+// ByteGrad's quantize_divided and dequantize_sum are DeviceKernels'
+// defaults (divide, then quantize; zero, then decode-and-add per record).
 #include <map>
 #include <memory>
 #include <mutex>
@@ -108,8 +110,12 @@ class CudaDeviceKernels : public DeviceKernels {
   }
 
   absl::Status divide(const Tensor& x, float divisor) override {
-    if (absl::Status s = check_elementwise("divide", x, Tensor(), true); !s.ok()) return s;
+    if (absl::Status s = check_elementwise("divide", x, Tensor(), false); !s.ok()) return s;
     if (!x.device().is_cuda()) return not_cuda(x, "divide");
+    if (x.dtype() == DType::kFloat16 || x.dtype() == DType::kBFloat16) {
+      return divide_16bit_in_float32(x, divisor);
+    }
+    if (absl::Status s = check_dtype(x, DType::kFloat32, "divide on a device"); !s.ok()) return s;
     DeviceGuard guard(x.device().index);
     if (!guard.status().ok()) return guard.status();
     return DDPX_CUDA_CHECK(cuda_kernels::divide(static_cast<float*>(x.data()), divisor,
@@ -123,6 +129,16 @@ class CudaDeviceKernels : public DeviceKernels {
     if (!guard.status().ok()) return guard.status();
     return DDPX_CUDA_CHECK(cuda_kernels::fill(static_cast<float*>(x.data()), value,
                                               x.numel(), current_stream(x.device().index)));
+  }
+
+  absl::Status zero(const Tensor& x) override {
+    if (absl::Status s = check_elementwise("zero", x, Tensor(), false); !s.ok()) return s;
+    if (!x.device().is_cuda()) return not_cuda(x, "zero");
+    if (x.nbytes() == 0) return absl::OkStatus();
+    DeviceGuard guard(x.device().index);
+    if (!guard.status().ok()) return guard.status();
+    return DDPX_CUDA_CHECK(
+        cudaMemsetAsync(x.data(), 0, x.nbytes(), current_stream(x.device().index)));
   }
 
   absl::Status copy(const Tensor& src, const Tensor& dst) override {

@@ -57,6 +57,52 @@ absl::Status DeviceKernels::cast_scaled(const Tensor& src, float divisor, const 
   return cast(*scaled, dst.flatten());
 }
 
+absl::Status DeviceKernels::quantize_divided(const Tensor& src, float divisor,
+                                             const Tensor& dst) {
+  if (absl::Status s = check_quantize_divided(src, divisor, dst); !s.ok()) return s;
+  const int64_t n = src.numel();
+  const int64_t used = cuda_math::kQuantizedHeaderBytes + n;
+  const Tensor flat = dst.flatten();
+  // An empty chunk's header {0, 0} is zero bytes.
+  if (n == 0) return zero(flat);
+  if (flat.numel() > used) {
+    if (absl::Status s = zero(flat.view(used, {flat.numel() - used})); !s.ok()) return s;
+  }
+  Tensor values = src.flatten();
+  if (divisor != 1.0f) {
+    absl::StatusOr<Tensor> quotients = Tensor::empty({n}, DType::kFloat32, src.device());
+    if (!quotients.ok()) return quotients.status();
+    if (absl::Status s = copy(values, *quotients); !s.ok()) return s;
+    if (absl::Status s = divide(*quotients, divisor); !s.ok()) return s;
+    values = *quotients;
+  }
+  return quantize_minmax(values, n, flat.view(0, {used}));
+}
+
+absl::Status DeviceKernels::dequantize_sum(const Tensor& records, int count, int64_t stride,
+                                           const Tensor& dst) {
+  if (absl::Status s = check_dequantize_sum(records, count, stride, dst); !s.ok()) return s;
+  const int64_t n = dst.numel();
+  if (n == 0) return absl::OkStatus();
+  if (absl::Status s = zero(dst); !s.ok()) return s;
+  const Tensor bytes = records.flatten();
+  const int64_t record_bytes = cuda_math::quantized_bytes(n, n);
+  for (int i = 0; i < count; ++i) {
+    absl::Status s = dequantize_minmax(bytes.view(i * stride, {record_bytes}), n, dst.flatten(),
+                                       /*accumulate=*/true);
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+absl::Status DeviceKernels::divide_16bit_in_float32(const Tensor& x, float divisor) {
+  absl::StatusOr<Tensor> wide = Tensor::empty({x.numel()}, DType::kFloat32, x.device());
+  if (!wide.ok()) return wide.status();
+  if (absl::Status s = cast(x.flatten(), *wide); !s.ok()) return s;
+  if (absl::Status s = divide(*wide, divisor); !s.ok()) return s;
+  return cast(*wide, x.flatten());
+}
+
 absl::StatusOr<int> DeviceKernels::orthogonalize_counting(const Tensor& matrices, float epsilon) {
   if (absl::Status s = orthogonalize(matrices, epsilon); !s.ok()) return s;
   return -1;
@@ -117,6 +163,45 @@ absl::Status check_dequantize(const Tensor& src, int64_t chunk, const Tensor& ds
   if (absl::Status s = check_dtype(dst, DType::kFloat32, "dequantize: destination"); !s.ok())
     return s;
   return quantize_sizes("dequantize: source", dst.numel(), chunk, src);
+}
+
+absl::Status check_quantize_divided(const Tensor& src, float divisor, const Tensor& dst) {
+  if (absl::Status s = defined(src, "quantize_divided: source"); !s.ok()) return s;
+  if (absl::Status s = defined(dst, "quantize_divided: destination"); !s.ok()) return s;
+  if (absl::Status s = same_device(src, dst, "quantize_divided"); !s.ok()) return s;
+  if (absl::Status s = check_dtype(src, DType::kFloat32, "quantize_divided: source"); !s.ok())
+    return s;
+  if (absl::Status s = check_dtype(dst, DType::kUInt8, "quantize_divided: destination"); !s.ok())
+    return s;
+  if (!(divisor > 0.0f)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("quantize_divided: divisor must be positive, got ", divisor));
+  }
+  const int64_t needed = cuda_math::kQuantizedHeaderBytes + src.numel();
+  if (dst.numel() < needed) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "quantize_divided: a record of ", src.numel(), " values takes ", needed,
+        " bytes, the uint8 tensor holds ", dst.numel()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status check_dequantize_sum(const Tensor& records, int count, int64_t stride,
+                                  const Tensor& dst) {
+  if (absl::Status s = defined(records, "dequantize_sum: records"); !s.ok()) return s;
+  if (absl::Status s = defined(dst, "dequantize_sum: destination"); !s.ok()) return s;
+  if (absl::Status s = same_device(records, dst, "dequantize_sum"); !s.ok()) return s;
+  if (absl::Status s = check_dtype(records, DType::kUInt8, "dequantize_sum: records"); !s.ok())
+    return s;
+  if (absl::Status s = check_dtype(dst, DType::kFloat32, "dequantize_sum: destination"); !s.ok())
+    return s;
+  const int64_t record = cuda_math::kQuantizedHeaderBytes + dst.numel();
+  if (count < 1 || stride < record || records.numel() < (count - 1) * stride + record) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dequantize_sum: ", count, " records of ", record, " bytes, ", stride,
+        " bytes apart, do not fit in ", records.numel(), " bytes"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status check_elementwise(const char* what, const Tensor& a, const Tensor& b,

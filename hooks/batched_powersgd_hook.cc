@@ -2,9 +2,9 @@
 
 #include <vector>
 
-#include "hooks/powersgd_device_step.h"
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_step.h"
+#include "hooks/powersgd_work_buffer.h"
 
 namespace ddpx {
 
@@ -33,12 +33,12 @@ std::shared_ptr<Future<Tensor>> BatchedPowerSGDHook::run_compressed(GradBucket& 
     square = kept;
   }
   absl::Status s = k->fill(square, 0.0f);
-  if (s.ok()) s = device_load_bucket(buffer, square, *k, "batched PowerSGD");
+  if (s.ok()) s = load_bucket(buffer, square, *k, "batched PowerSGD");
   if (!s.ok()) return Future<Tensor>::failed(s);
   return start_step(bucket, square, plan_square(length, state().options()),
                     [buffer, square, k]() -> absl::StatusOr<Tensor> {
                       // The first `length` values, in the bucket's dtype.
-                      if (absl::Status s = device_store_result(square, buffer, *k); !s.ok()) {
+                      if (absl::Status s = store_result(square, buffer, *k); !s.ok()) {
                         return s;
                       }
                       return buffer;

@@ -6,114 +6,75 @@
 
 #include "absl/strings/str_cat.h"
 #include "hooks/bucket_math.h"
+#include "hooks/host_kernels.h"
 #include "hooks/kernels/cpu_kernels.h"
 
 namespace ddpx {
 namespace {
 
-uint8_t* bytes(const Tensor& t) { return static_cast<uint8_t*>(t.data()); }
-
-// Buffers of a bucket on a device live on that device. Each is filled
-// before it is read: by a collective, or record by record (the CPU zeroes a
-// short record's padding, which is sent but never decoded, so the bytes on
-// the wire do not depend on what the memory held; a device leaves it).
+// Buffers of a bucket live on its device. Each is filled before it is
+// read: by a collective, or record by record (a short record's padding is
+// zeroed: it is sent but never decoded, and the bytes on the wire must not
+// depend on what the memory held).
 absl::StatusOr<Tensor> byte_tensor(int64_t n, Device device) {
   if (device.is_cpu()) return Tensor::uninitialized({n}, DType::kUInt8);
   return Tensor::empty({n}, DType::kUInt8, device);
 }
 
-// Zeroes the padding after a record of `len` codes in a slot of `layout`.
-void zero_padding(uint8_t* record, const ChunkLayout& layout, int64_t len) {
-  const size_t used = kernels::quantized_record_bytes(len);
-  std::fill(record + used, record + layout.record_bytes, uint8_t{0});
+// Slot `c` of a ByteGrad buffer: record_bytes bytes, whatever its chunk's length.
+Tensor slot(const Tensor& records, const ChunkLayout& layout, int c) {
+  return records.view(c * layout.record_bytes, {layout.record_bytes});
 }
 
-// Record `slot` of a ByteGrad buffer, sized for a chunk of `len` values.
-Tensor record(const Tensor& records, const ChunkLayout& layout, int slot, int64_t len) {
-  return records.view(slot * layout.record_bytes,
-                      {static_cast<int64_t>(kernels::quantized_record_bytes(len))});
-}
-
-// Step 2's send buffer: record c holds chunk c of `data` / `divisor`. `k`
-// is null for a CPU buffer, else the kernels of its device (one record per
-// call, so the bytes equal the CPU kernels'; the divisor is 1 there).
+// Step 2's send buffer: slot c holds the record of chunk c of `data` / `divisor`.
 absl::StatusOr<Tensor> quantize_chunks(const Tensor& data, const ChunkLayout& layout,
-                                       DeviceKernels* k, float divisor = 1.0f) {
+                                       DeviceKernels& k, float divisor = 1.0f) {
   absl::StatusOr<Tensor> send = byte_tensor(layout.world * layout.record_bytes, data.device());
   if (!send.ok()) return send.status();
   for (int c = 0; c < layout.world; ++c) {
-    const int64_t len = layout.length(c);
-    if (k == nullptr) {
-      uint8_t* out = bytes(*send) + c * layout.record_bytes;
-      kernels::quantize_divided(data.data_as<float>() + layout.begin(c), len, divisor, out);
-      zero_padding(out, layout, len);
-    } else if (len > 0) {  // an empty chunk's header is never decoded
-      absl::Status s =
-          k->quantize_minmax(data.view(layout.begin(c), {len}), len, record(*send, layout, c, len));
-      if (!s.ok()) return s;
-    }
+    absl::Status s = k.quantize_divided(data.view(layout.begin(c), {layout.length(c)}),
+                                        divisor, slot(*send, layout, c));
+    if (!s.ok()) return s;
   }
   return send;
 }
 
-// Steps 3 and 4: this rank's chunk, averaged and quantized again. On a
-// device the records are summed there (the same float adds in the same rank
-// order as the CPU), and the n/p sums cross to the host for the division and
-// the re-quantization, since DeviceKernels has no division.
+// Steps 3 and 4: this rank's chunk, the received records summed in rank
+// order in one pass and quantized as their average (the division fused into
+// the quantization), where the bucket lives.
 absl::StatusOr<Tensor> reduce_own_chunk(const Tensor& received, const ChunkLayout& layout,
-                                        int rank, DeviceKernels* k) {
+                                        int rank, DeviceKernels& k) {
   const int64_t len = layout.length(rank);
-  if (k == nullptr) {  // the sum in one pass, quantized as its average in two
-    std::vector<const uint8_t*> records(layout.world);
-    for (int src = 0; src < layout.world; ++src) {
-      records[src] = bytes(received) + src * layout.record_bytes;
-    }
-    Tensor sum = Tensor::uninitialized({len}, DType::kFloat32);
-    kernels::dequantize_sum(records.data(), layout.world, len, sum.data_as<float>());
-    Tensor mine = Tensor::uninitialized({layout.record_bytes}, DType::kUInt8);
-    kernels::quantize_divided(sum.data_as<float>(), len, static_cast<float>(layout.world),
-                              bytes(mine));
-    zero_padding(bytes(mine), layout, len);
-    return mine;
+  const Device device = received.device();
+  absl::StatusOr<Tensor> sum = device.is_cpu()
+                                   ? Tensor::uninitialized({len}, DType::kFloat32)
+                                   : Tensor::empty({len}, DType::kFloat32, device);
+  if (!sum.ok()) return sum.status();
+  absl::StatusOr<Tensor> mine = byte_tensor(layout.record_bytes, device);
+  if (!mine.ok()) return mine.status();
+  if (absl::Status s = k.dequantize_sum(received, layout.world, layout.record_bytes, *sum);
+      !s.ok()) {
+    return s;
   }
-  Tensor acc = Tensor::zeros({len}, DType::kFloat32);
-  if (len > 0) {
-    absl::StatusOr<Tensor> device_acc = Tensor::empty({len}, DType::kFloat32, received.device());
-    if (!device_acc.ok()) return device_acc.status();
-    if (absl::Status s = device_acc->copy_from(acc); !s.ok()) return s;
-    for (int src = 0; src < layout.world; ++src) {
-      absl::Status s = k->dequantize_minmax(
-          record(received, layout, src, len), len, *device_acc, /*accumulate=*/true);
-      if (!s.ok()) return s;
-    }
-    if (absl::Status s = k->synchronize(received.device()); !s.ok()) return s;
-    if (absl::Status s = acc.copy_from(*device_acc); !s.ok()) return s;
+  if (absl::Status s = k.quantize_divided(*sum, static_cast<float>(layout.world), *mine);
+      !s.ok()) {
+    return s;
   }
-  Tensor mine = Tensor::zeros({layout.record_bytes}, DType::kUInt8);
-  kernels::quantize_divided(acc.data_as<float>(), len, static_cast<float>(layout.world),
-                            bytes(mine));
-  absl::StatusOr<Tensor> device_mine = Tensor::empty({layout.record_bytes}, DType::kUInt8,
-                                                     received.device());
-  if (!device_mine.ok()) return device_mine.status();
-  if (absl::Status s = device_mine->copy_from(mine); !s.ok()) return s;
-  return device_mine;
+  return mine;
 }
 
-// Step 5. On a device it returns once the values are in place.
+// Step 5. Returns once the values are in place.
 absl::Status decode_all(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data,
-                        DeviceKernels* k) {
+                        DeviceKernels& k) {
   for (int c = 0; c < layout.world; ++c) {
     const int64_t len = layout.length(c);
-    if (k == nullptr) {
-      kernels::dequantize(bytes(gathered) + c * layout.record_bytes, len,
-                          data.data_as<float>() + layout.begin(c));
-    } else if (len > 0) {
-      absl::Status s = k->dequantize_minmax(record(gathered, layout, c, len), len,
-                                            data.view(layout.begin(c), {len}), false);
-      if (!s.ok()) return s;
-    }
+    if (len == 0) continue;  // nothing to decode
+    absl::Status s = k.dequantize_minmax(slot(gathered, layout, c).view(
+        0, {static_cast<int64_t>(kernels::quantized_record_bytes(len))}), len,
+                                         data.view(layout.begin(c), {len}), false);
+    if (!s.ok()) return s;
   }
-  return k == nullptr ? absl::OkStatus() : k->synchronize(data.device());
+  return k.synchronize(data.device());
 }
 
 absl::Status annotate(const absl::Status& s, const char* step) {
@@ -134,16 +95,19 @@ int64_t ChunkLayout::length(int c) const {
   return std::min(numel, (c + 1) * chunk) - begin(c);
 }
 
-Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout, float divisor) {
-  return *quantize_chunks(data, layout, nullptr, divisor);
+absl::StatusOr<Tensor> bytegrad_quantize(const Tensor& data, const ChunkLayout& layout,
+                                         float divisor) {
+  return quantize_chunks(data, layout, host_kernels(), divisor);
 }
 
-Tensor bytegrad_average_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank) {
-  return *reduce_own_chunk(received, layout, rank, nullptr);
+absl::StatusOr<Tensor> bytegrad_average_own_chunk(const Tensor& received,
+                                                  const ChunkLayout& layout, int rank) {
+  return reduce_own_chunk(received, layout, rank, host_kernels());
 }
 
-void bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data) {
-  decode_all(gathered, layout, data, nullptr).IgnoreError();  // fails on devices only
+absl::Status bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout,
+                             const Tensor& data) {
+  return decode_all(gathered, layout, data, host_kernels());
 }
 
 std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> group,
@@ -151,13 +115,10 @@ std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> g
   const int world = group->size();
   const int rank = group->rank();
   const ChunkLayout layout(data.numel(), world);
-  DeviceKernels* k = nullptr;
-  if (!data.device().is_cpu()) {
-    absl::StatusOr<DeviceKernels*> found = kernels_for(data, "int8 hook");
-    if (!found.ok()) return Future<Tensor>::failed(found.status());
-    k = *found;
-  }
-  absl::StatusOr<Tensor> quantized = quantize_chunks(data, layout, k);
+  absl::StatusOr<DeviceKernels*> found = kernels_for(data, "int8 hook");
+  if (!found.ok()) return Future<Tensor>::failed(found.status());
+  DeviceKernels* k = *found;  // process-lifetime: the callbacks may use it
+  absl::StatusOr<Tensor> quantized = quantize_chunks(data, layout, *k);
   if (!quantized.ok()) return Future<Tensor>::failed(annotate(quantized.status(), "quantize"));
   Tensor send = *quantized;
   if (counter != nullptr) {
@@ -166,8 +127,8 @@ std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> g
                                         allgather_wire_bytes(one, world));
   }
   if (world == 1) {
-    absl::StatusOr<Tensor> mine = reduce_own_chunk(send, layout, 0, k);
-    absl::Status s = mine.ok() ? decode_all(*mine, layout, data, k) : mine.status();
+    absl::StatusOr<Tensor> mine = reduce_own_chunk(send, layout, 0, *k);
+    absl::Status s = mine.ok() ? decode_all(*mine, layout, data, *k) : mine.status();
     if (!s.ok()) return Future<Tensor>::failed(annotate(s, "average"));
     return Future<Tensor>::ready(data);
   }
@@ -188,7 +149,7 @@ std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> g
       result->set_error(annotate(done.status(), "alltoall of quantized chunks"));
       return;
     }
-    absl::StatusOr<Tensor> mine = reduce_own_chunk(received, layout, rank, k);
+    absl::StatusOr<Tensor> mine = reduce_own_chunk(received, layout, rank, *k);
     if (!mine.ok()) {
       result->set_error(annotate(mine.status(), "average of own chunk"));
       return;
@@ -200,7 +161,7 @@ std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> g
             result->set_error(annotate(all.status(), "allgather of averaged chunks"));
             return;
           }
-          if (absl::Status s = decode_all(gathered, layout, data, k); !s.ok()) {
+          if (absl::Status s = decode_all(gathered, layout, data, *k); !s.ok()) {
             result->set_error(annotate(s, "decode"));
             return;
           }

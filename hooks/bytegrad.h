@@ -4,7 +4,7 @@
 //
 //   1. split the buffer into one chunk per rank (chunk c: elements
 //      [c*k, min(n, (c+1)*k)), k = ceil(n / p));
-//   2. quantize every chunk (cpu_kernels.h's record: min, max, codes) and
+//   2. quantize every chunk (cuda/quantize_math.h's record: min, max, codes) and
 //      alltoall, so rank c receives every rank's chunk c;
 //   3. dequantize those p records, sum them in float32 in rank order and
 //      divide by p;
@@ -19,6 +19,8 @@
 #include <cstdint>
 #include <memory>
 
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "hooks/hook_stats.h"
 #include "core/future.h"
 #include "process_group/front_end/process_group.h"
@@ -37,24 +39,27 @@ struct ChunkLayout {
   int64_t length(int c) const;
 };
 
-// Averages `data` (flat float32, on the CPU or a device with DeviceKernels:
-// steps 2, 3's sums and 5 run there, the division and re-quantization of the
-// own n/p values on the host) over `group` as above; the future
-// completes with `data` itself overwritten by the average. `counter`, if
-// set, gets the traffic before this returns. The callbacks, which run on the
-// backend's threads, hold `group` until the exchange is done. A group of one
-// rank quantizes and decodes locally, so the result has the same error
-// either way.
+// Averages `data` (flat float32, on the CPU or a device with kernels:
+// every step runs through kernels_for(data), bucket_math.h) over `group` as
+// above; the future completes with `data` itself overwritten by the
+// average. `counter`, if set, gets the traffic before this returns. The
+// callbacks, which run on the backend's threads, hold `group` until the
+// exchange is done. A group of one rank quantizes and decodes locally, so
+// the result has the same error either way.
+//
 // The exchange's local steps on CPU buffers, for a caller that pipelines
 // several exchanges over one group and issues the collectives itself (the
-// hierarchical int8 hook): step 2's send buffer (one record per chunk of
+// int8 pipeline): step 2's send buffer (one record per chunk of
 // data / divisor: the hierarchical hook quantizes the host's average
 // straight from its sum), steps 3-4 (this rank's chunk averaged over the
 // received records and quantized again: one record) and step 5 (every
 // gathered record decoded into `data`).
-Tensor bytegrad_quantize(const Tensor& data, const ChunkLayout& layout, float divisor = 1.0f);
-Tensor bytegrad_average_own_chunk(const Tensor& received, const ChunkLayout& layout, int rank);
-void bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout, const Tensor& data);
+absl::StatusOr<Tensor> bytegrad_quantize(const Tensor& data, const ChunkLayout& layout,
+                                         float divisor = 1.0f);
+absl::StatusOr<Tensor> bytegrad_average_own_chunk(const Tensor& received,
+                                                  const ChunkLayout& layout, int rank);
+absl::Status bytegrad_decode(const Tensor& gathered, const ChunkLayout& layout,
+                             const Tensor& data);
 
 std::shared_ptr<Future<Tensor>> bytegrad_average(std::shared_ptr<ProcessGroup> group,
                                                  Tensor data, HookStatsCounter* counter);

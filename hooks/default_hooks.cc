@@ -44,18 +44,12 @@ class CompressHook : public CountingHook {
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     const Tensor buffer = bucket.buffer();
     const std::string what = name() + " hook";
-    // On a device the cast kernel cannot divide: the collective averages
-    // (ncclAvg) instead of dividing before the cast.
-    const bool on_device = buffer.defined() && !buffer.device().is_cpu();
-    absl::StatusOr<Tensor> compressed =
-        cast_divided(buffer, wire_dtype_, on_device ? 1 : pg_->size(), what);
+    absl::StatusOr<Tensor> compressed = cast_divided(buffer, wire_dtype_, pg_->size(), what);
     if (!compressed.ok()) return Future<Tensor>::failed(compressed.status());
     const uint64_t sent = compressed->nbytes();
     counter_.add_call(buffer.nbytes(), allreduce_wire_bytes(buffer.nbytes(), pg_->size()));
     counter_.add_traffic(sent, allreduce_wire_bytes(sent, pg_->size()));
-    AllreduceOptions opts;
-    if (on_device) opts.op = ReduceOp::AVG;
-    return pg_->allreduce({*compressed}, opts)->get_future()->then(
+    return pg_->allreduce({*compressed})->get_future()->then(
         [buffer, what](TensorList& out) -> absl::StatusOr<Tensor> {
           if (absl::Status s = copy_converted(buffer, out.at(0), what); !s.ok()) return s;
           return buffer;
@@ -149,15 +143,6 @@ class NoopHook : public CountingHook {
 
 std::shared_ptr<Future<Tensor>> allreduce_average(ProcessGroup& pg,
                                                   const Tensor& buffer) {
-  if (buffer.defined() && !buffer.device().is_cpu()) {
-    // DeviceKernels has no division: the collective averages (ncclAvg).
-    absl::StatusOr<DeviceKernels*> k = kernels_for(buffer, "allreduce hook");
-    if (!k.ok()) return Future<Tensor>::failed(k.status());
-    AllreduceOptions opts;
-    opts.op = ReduceOp::AVG;
-    return pg.allreduce({buffer}, opts)->get_future()->then(
-        [buffer](TensorList&) { return buffer; });
-  }
   // Divide first (as torch's _allreduce_fut does) so a low-precision bucket
   // cannot overflow in the sum.
   if (absl::Status s = divide_in_place(buffer, pg.size(), "allreduce hook"); !s.ok()) {

@@ -2,8 +2,10 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "core/half.h"
 #include "cuda/elementwise_math.h"
 #include "cuda/quantize_math.h"
 #include "hooks/kernels/cpu_kernels.h"
@@ -95,6 +97,26 @@ absl::Status HostKernels::dequantize_minmax(const Tensor& src, int64_t chunk, co
       kernels::dequantize(record, len, out);
     }
   }
+  return absl::OkStatus();
+}
+
+absl::Status HostKernels::quantize_divided(const Tensor& src, float divisor, const Tensor& dst) {
+  if (absl::Status s = check_quantize_divided(src, divisor, dst); !s.ok()) return s;
+  if (absl::Status s = on_cpu(src, "quantize_divided"); !s.ok()) return s;
+  const int64_t n = src.numel();
+  kernels::quantize_divided(src.data_as<float>(), n, divisor, bytes(dst));
+  const int64_t used = cuda_math::kQuantizedHeaderBytes + n;
+  std::fill(bytes(dst) + used, bytes(dst) + dst.numel(), uint8_t{0});
+  return absl::OkStatus();
+}
+
+absl::Status HostKernels::dequantize_sum(const Tensor& records, int count, int64_t stride,
+                                         const Tensor& dst) {
+  if (absl::Status s = check_dequantize_sum(records, count, stride, dst); !s.ok()) return s;
+  if (absl::Status s = on_cpu(dst, "dequantize_sum"); !s.ok()) return s;
+  std::vector<const uint8_t*> each(static_cast<size_t>(count));
+  for (int i = 0; i < count; ++i) each[i] = bytes(records) + i * stride;
+  kernels::dequantize_sum(each.data(), count, dst.numel(), dst.data_as<float>());
   return absl::OkStatus();
 }
 
@@ -200,16 +222,47 @@ absl::Status HostKernels::add_scaled(const Tensor& a, float alpha, const Tensor&
 }
 
 absl::Status HostKernels::divide(const Tensor& x, float divisor) {
-  if (absl::Status s = check_elementwise("divide", x, Tensor(), true); !s.ok()) return s;
+  if (absl::Status s = check_elementwise("divide", x, Tensor(), false); !s.ok()) return s;
   if (absl::Status s = on_cpu(x, "divide"); !s.ok()) return s;
-  divide_inplace(x.data_as<float>(), divisor, x.numel());
-  return absl::OkStatus();
+  const int64_t n = x.numel();
+  switch (x.dtype()) {
+    case DType::kFloat32:
+      kernels::divide(x.data_as<float>(), n, divisor);
+      return absl::OkStatus();
+    case DType::kFloat64: {
+      double* d = x.data_as<double>();
+      for (int64_t i = 0; i < n; ++i) d[i] /= divisor;
+      return absl::OkStatus();
+    }
+    case DType::kFloat16: {
+      uint16_t* h = bits(x);
+      for (int64_t i = 0; i < n; ++i) h[i] = float_to_half_bits(half_bits_to_float(h[i]) / divisor);
+      return absl::OkStatus();
+    }
+    case DType::kBFloat16: {
+      uint16_t* b = bits(x);
+      for (int64_t i = 0; i < n; ++i) {
+        b[i] = float_to_bfloat16_bits(bfloat16_bits_to_float(b[i]) / divisor);
+      }
+      return absl::OkStatus();
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("divide: floating dtypes only, got ", x.str()));
+  }
 }
 
 absl::Status HostKernels::fill(const Tensor& x, float value) {
   if (absl::Status s = check_elementwise("fill", x, Tensor(), true); !s.ok()) return s;
   if (absl::Status s = on_cpu(x, "fill"); !s.ok()) return s;
   std::fill(x.data_as<float>(), x.data_as<float>() + x.numel(), value);
+  return absl::OkStatus();
+}
+
+absl::Status HostKernels::zero(const Tensor& x) {
+  if (absl::Status s = check_elementwise("zero", x, Tensor(), false); !s.ok()) return s;
+  if (absl::Status s = on_cpu(x, "zero"); !s.ok()) return s;
+  if (x.nbytes() > 0) memset(x.data(), 0, x.nbytes());
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 // DeviceKernels (cuda/device_kernels.h) for CPU tensors: the host's
-// implementation of the interface the hooks compute through, so that one
-// PowerSGD pipeline (powersgd_step.h) runs on the CPU and on a device.
+// implementation of the interface the hooks compute through
+// (kernels_for() in bucket_math.h gives it for CPU buckets), so that one
+// code path per hook runs on the CPU and on a device.
 //
 // It is the CPU hooks' own arithmetic behind the interface, not a model of
 // the CUDA kernels: the products are PowerSGD's streaming kernels
@@ -10,7 +11,9 @@
 // the element-wise operations the CUDA kernels' per-element math
 // (cuda/elementwise_math.h) or, where it is the same arithmetic, the
 // vectorized loops. The fused operations are overridden with single passes
-// over M (the CPU's memory traffic is what a PowerSGD step costs). Every
+// (the CPU's memory traffic is what a PowerSGD step and an int8 exchange
+// cost): over M for PowerSGD, over a chunk for ByteGrad's quantize_divided
+// and dequantize_sum (cpu_kernels.h's fused kernels). Every
 // operation runs at once on the calling thread; synchronize() has nothing
 // to wait for.
 #ifndef DDPX_HOOKS_HOST_KERNELS_H_
@@ -27,6 +30,9 @@ class HostKernels : public DeviceKernels {
   absl::Status quantize_minmax(const Tensor& src, int64_t chunk, const Tensor& dst) override;
   absl::Status dequantize_minmax(const Tensor& src, int64_t chunk, const Tensor& dst,
                                  bool accumulate) override;
+  absl::Status quantize_divided(const Tensor& src, float divisor, const Tensor& dst) override;
+  absl::Status dequantize_sum(const Tensor& records, int count, int64_t stride,
+                              const Tensor& dst) override;
   absl::Status orthogonalize(const Tensor& matrices, float epsilon) override;
   absl::StatusOr<int> orthogonalize_counting(const Tensor& matrices, float epsilon) override;
   absl::Status matmul(const Tensor& a, bool transpose_a, const Tensor& b, bool transpose_b,
@@ -39,6 +45,7 @@ class HostKernels : public DeviceKernels {
                           const Tensor& out) override;
   absl::Status divide(const Tensor& x, float divisor) override;
   absl::Status fill(const Tensor& x, float value) override;
+  absl::Status zero(const Tensor& x) override;
   absl::Status copy(const Tensor& src, const Tensor& dst) override;
   absl::Status synchronize(Device device) override;
 };

@@ -8,25 +8,20 @@
 #include "hooks/bucket_math.h"
 #include "hooks/bytegrad.h"
 #include "hooks/int8_pipeline.h"
-#include "hooks/kernels/cpu_kernels.h"
 #include "process_group/rendezvous/init.h"
 
 namespace ddpx {
 namespace {
 
-// A float32 bucket on the CPU, or (flat mode only: the node-level reduce
-// divides on the host) on a device this build has kernels for.
+// A float32 bucket on the CPU, or (flat mode only: the pipeline of pieces
+// runs on the host) on a device this build has kernels for.
 absl::Status check_bucket(const Tensor& buffer, bool hierarchical) {
-  if (buffer.defined() && !buffer.device().is_cpu()) {
-    absl::StatusOr<DeviceKernels*> k = kernels_for(buffer, "int8 hook");
-    if (!k.ok()) return k.status();
-    if (hierarchical) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "int8 hook: hierarchical mode runs on CPU buckets only, got ", buffer.str(),
-          " (use the flat int8 hook on devices)"));
-    }
-  } else if (absl::Status s = check_cpu(buffer, "int8 hook"); !s.ok()) {
-    return s;
+  absl::StatusOr<DeviceKernels*> k = kernels_for(buffer, "int8 hook");
+  if (!k.ok()) return k.status();
+  if (hierarchical && !buffer.device().is_cpu()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "int8 hook: hierarchical mode runs on CPU buckets only, got ", buffer.str(),
+        " (use the flat int8 hook on devices)"));
   }
   return check_dtype(buffer, DType::kFloat32, "int8 hook: bucket buffer");
 }

@@ -4,15 +4,16 @@
 #include <utility>
 #include <vector>
 
-#include "hooks/bytegrad.h"
+#include "core/piece_layout.h"
 #include "core/work.h"
+#include "hooks/bytegrad.h"
 
 namespace ddpx {
 namespace {
 
 constexpr char kAlgorithm[] = "int8 hook";
 
-// One piece of a bucket and its buffers.
+// One piece of a bucket (PieceLayout's) and its buffers.
 struct Piece {
   Tensor whole;  // the piece in the bucket (or its padded copy): L slices
   Tensor mine;   // this rank's slice: the host's sum (quantized as its average)
@@ -120,41 +121,19 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
   const int64_t local_rank = local_ != nullptr ? local_->rank() : 0;
   const int hosts = cross_->size();
   const int host = cross_->rank();
-  const int64_t n = data.numel();
-  const std::vector<int64_t> lengths = piece_lengths(n, local_size);
-  const int64_t pieces = static_cast<int64_t>(lengths.size());
-  const int64_t last = lengths.back();
-  const int64_t last_begin = n - last;
-  const int64_t last_slice = (last + local_size - 1) / local_size;
-  const bool pad_last = last_slice * local_size != last;
-  const int64_t slice_elements = (n - last) / local_size + last_slice;
-  const int64_t scratch =
-      (local_ != nullptr ? slice_elements : 0) + (pad_last ? last_slice * local_size : 0);
-  if (scratch > 0 && (!slices_.defined() || slices_.numel() < scratch)) {
-    slices_ = Tensor::zeros({scratch}, DType::kFloat32);
-  }
-  float* base = data.data_as<float>();
+  const PieceLayout layout(piece_lengths(data.numel(), local_size),
+                           static_cast<int64_t>(sizeof(float)), local_size);
+  const int64_t pieces = layout.pieces();
+  // This rank's slices (hierarchical) and the padded last piece share the
+  // scratch; the padding is summed with zeros only, never decoded into the
+  // bucket.
+  const std::vector<PieceLayout::Piece> placed =
+      layout.place(data, scratch_, /*own_slices=*/local_ != nullptr);
   std::vector<Piece> piece(pieces);
-  int64_t offset = 0;
-  int64_t begin = 0;
   for (int64_t p = 0; p < pieces; ++p) {
-    const int64_t length = lengths[p];
-    const int64_t slice = (length + local_size - 1) / local_size;
-    float* in_bucket = base + begin;
-    if (slice * local_size == length) {
-      piece[p].whole = Tensor::from_blob(in_bucket, {length}, DType::kFloat32);
-    } else {  // zeros after the end: summed with zeros only, never decoded into the bucket
-      float* padded = slices_.data_as<float>() + (local_ != nullptr ? slice_elements : 0);
-      memcpy(padded, in_bucket, length * sizeof(float));
-      std::fill(padded + length, padded + slice * local_size, 0.0f);
-      piece[p].whole = Tensor::from_blob(padded, {slice * local_size}, DType::kFloat32);
-    }
-    piece[p].mine = local_ != nullptr
-                        ? Tensor::from_blob(slices_.data_as<float>() + offset, {slice}, DType::kFloat32)
-                        : piece[p].whole;
-    piece[p].layout = ChunkLayout(slice, hosts);
-    offset += slice;
-    begin += length;
+    piece[p].whole = placed[p].whole;
+    piece[p].mine = placed[p].mine;
+    piece[p].layout = ChunkLayout(layout.slice(p), hosts);
   }
   if (local_ != nullptr && counter_ != nullptr) {  // float32 reduce-scatter inside the host
     counter_->add_traffic(data.nbytes(), data.nbytes() * (local_size - 1) / local_size);
@@ -173,7 +152,10 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
       if (!s.ok()) return s;
     }
     // `mine` holds the host's sum; its records are of the average.
-    q.send = bytegrad_quantize(q.mine, q.layout, static_cast<float>(local_size));
+    absl::StatusOr<Tensor> send =
+        bytegrad_quantize(q.mine, q.layout, static_cast<float>(local_size));
+    if (!send.ok()) return send.status();
+    q.send = *send;
     q.received = Tensor::uninitialized({q.send.numel()}, DType::kUInt8);
     if (counter_ != nullptr) {
       const uint64_t all = q.send.nbytes(), one = q.layout.record_bytes;
@@ -193,7 +175,9 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
       absl::Status s = wait_step(q.exchanged, kAlgorithm, "alltoall across hosts");
       if (!s.ok()) return s;
     }
-    q.own = bytegrad_average_own_chunk(q.received, q.layout, host);
+    absl::StatusOr<Tensor> own = bytegrad_average_own_chunk(q.received, q.layout, host);
+    if (!own.ok()) return own.status();
+    q.own = *own;
     q.gathered = Tensor::uninitialized({q.send.numel()}, DType::kUInt8);
     if (hosts == 1) {
       memcpy(q.gathered.data(), q.own.data(), q.own.nbytes());
@@ -213,10 +197,7 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
       absl::Status s = wait_step(q.shared, kAlgorithm, "allgather across hosts");
       if (!s.ok()) return s;
     }
-    if (local_ == nullptr) {
-      bytegrad_decode(q.gathered, q.layout, q.mine);
-      return absl::OkStatus();
-    }
+    if (local_ == nullptr) return bytegrad_decode(q.gathered, q.layout, q.mine);
     q.host_records = Tensor::uninitialized({local_size * q.gathered.numel()}, DType::kUInt8);
     if (counter_ != nullptr) {
       counter_->add_traffic(q.gathered.nbytes(),
@@ -224,8 +205,7 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
     }
     q.gathered_locally = local_->allgather_into_tensor(q.host_records, q.gathered);
     const int64_t slice = q.mine.numel();
-    bytegrad_decode(q.gathered, q.layout, q.whole.view(local_rank * slice, {slice}));
-    return absl::OkStatus();
+    return bytegrad_decode(q.gathered, q.layout, q.whole.view(local_rank * slice, {slice}));
   };
   // Stage D (hierarchical): the other local ranks' slices decoded into the
   // piece; the same bytes decode to the same bits on every rank.
@@ -236,8 +216,9 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
     const int64_t records = q.gathered.numel();
     for (int64_t j = 0; j < local_size; ++j) {
       if (j == local_rank) continue;
-      bytegrad_decode(q.host_records.view(j * records, {records}), q.layout,
-                      q.whole.view(j * slice, {slice}));
+      absl::Status s = bytegrad_decode(q.host_records.view(j * records, {records}), q.layout,
+                                       q.whole.view(j * slice, {slice}));
+      if (!s.ok()) return s;
     }
     return absl::OkStatus();
   };
@@ -276,7 +257,7 @@ absl::Status Int8Pipeline::average(const Tensor& data) {
     }
   }
   if (!status.ok()) return status;
-  if (pad_last) memcpy(base + last_begin, piece.back().whole.data(), last * sizeof(float));
+  layout.copy_back(data, placed);
   return absl::OkStatus();
 }
 

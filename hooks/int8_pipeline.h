@@ -86,7 +86,7 @@ class Int8Pipeline {
   std::shared_ptr<ProcessGroup> local_;
   std::shared_ptr<ProcessGroup> cross_;
   HookStatsCounter* counter_;
-  Tensor slices_;  // every piece's own slice (and the padded last piece), grown as needed
+  Tensor scratch_;  // PieceLayout::place's: own slices and the padded last piece, grown as needed
 
   std::shared_ptr<Queue> queue_ = std::make_shared<Queue>();
   std::thread thread_;

@@ -6,9 +6,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "hooks/batched_powersgd_hook.h"
-#include "hooks/powersgd_device_step.h"
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_step.h"
+#include "hooks/powersgd_work_buffer.h"
 
 namespace ddpx {
 
@@ -20,12 +20,12 @@ std::shared_ptr<Future<Tensor>> PowerSGDHook::run_compressed(GradBucket& bucket)
   // A float32 bucket is worked on in place; a float16/bfloat16 one through a
   // float32 copy whose result is narrowed back into it, on its device.
   DeviceKernels* k = &kernels_of(bucket);
-  absl::StatusOr<Tensor> work = device_float32_work(buffer, *k, "PowerSGD");
+  absl::StatusOr<Tensor> work = float32_work(buffer, *k, "PowerSGD");
   if (!work.ok()) return Future<Tensor>::failed(work.status());
   const Tensor result = *work;
   return start_step(bucket, result, *std::move(plan),
                     [buffer, result, k]() -> absl::StatusOr<Tensor> {
-                      if (absl::Status s = device_store_result(result, buffer, *k); !s.ok()) {
+                      if (absl::Status s = store_result(result, buffer, *k); !s.ok()) {
                         return s;
                       }
                       return buffer;

@@ -5,8 +5,6 @@
 #include "absl/strings/str_cat.h"
 #include "hooks/bucket_math.h"
 #include "hooks/default_hooks.h"
-#include "hooks/host_kernels.h"
-#include "hooks/powersgd_device_step.h"
 #include "hooks/powersgd_step.h"
 
 namespace ddpx {
@@ -19,7 +17,7 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::run(GradBucket& bucket) {
   const Tensor& buffer = bucket.buffer();
   // A device bucket needs that device's kernels; without them (a build
   // without --config=cuda) fail before touching anything, at every step.
-  if (buffer.defined() && !buffer.device().is_cpu()) {
+  if (buffer.defined()) {
     absl::StatusOr<DeviceKernels*> k = kernels_for(buffer, absl::StrCat(name(), " hook"));
     if (!k.ok()) return Future<Tensor>::failed(k.status());
   }
@@ -36,7 +34,7 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::run(GradBucket& bucket) {
 std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
     const GradBucket& bucket, Tensor work, CompressionPlan plan,
     std::function<absl::StatusOr<Tensor>()> finish) {
-  PowerSGDDeviceStepInput step;
+  PowerSGDStepInput step;
   step.bucket_index = bucket.index();
   step.bucket_is_last = bucket.is_last();
   step.buffer = std::move(work);
@@ -44,14 +42,12 @@ std::shared_ptr<Future<Tensor>> PowerSGDHookBase::start_step(
   step.plan = std::move(plan);
   step.finish = std::move(finish);
   step.counter = counter_;
-  if (step.buffer.device().is_cpu()) return run_powersgd_step(pg_, state_, std::move(step));
   step.kernels = &kernels_of(bucket);
-  return run_powersgd_device_step(pg_, state_, std::move(step));
+  return run_powersgd_step(pg_, state_, std::move(step));
 }
 
 DeviceKernels& PowerSGDHookBase::kernels_of(const GradBucket& bucket) {
-  const Device device = bucket.buffer().device();
-  return device.is_cpu() ? host_kernels() : *device_kernels(device.type);
+  return **kernels_for(bucket.buffer(), "PowerSGD hook");  // checked in run()
 }
 
 absl::Status PowerSGDHookBase::save_state(std::ostream& out) const {

@@ -38,8 +38,7 @@ class PowerSGDHookBase : public CountingHook {
 
  protected:
   virtual std::shared_ptr<Future<Tensor>> run_compressed(GradBucket& bucket) = 0;
-  // The kernels of the bucket's device: the host kernels for a CPU bucket
-  // (a device's are checked in run()).
+  // kernels_for() the bucket (checked in run()).
   static DeviceKernels& kernels_of(const GradBucket& bucket);
   // Runs one compressed step of `bucket` over `work` (float32, on the
   // bucket's device) laid out by `plan`: on the CPU with the memories in the

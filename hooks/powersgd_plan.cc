@@ -93,4 +93,25 @@ CompressionPlan plan_square(int64_t bucket_numel, const PowerSGDOptions& options
   return plan;
 }
 
+std::vector<MatrixGroup> matrix_groups(const CompressionPlan& plan) {
+  std::vector<MatrixGroup> groups;
+  for (size_t i = 0; i < plan.matrices.size(); ++i) {
+    const CompressedMatrix& mat = plan.matrices[i];
+    if (!groups.empty()) {
+      const CompressedMatrix& prev = plan.matrices[i - 1];
+      const bool same_shape =
+          mat.rows == prev.rows && mat.cols == prev.cols && mat.rank == prev.rank;
+      const bool follows = mat.offset == prev.offset + prev.rows * prev.cols &&
+                           mat.p_offset == prev.p_offset + prev.rows * prev.rank &&
+                           mat.q_offset == prev.q_offset + prev.cols * prev.rank;
+      if (same_shape && follows) {
+        ++groups.back().count;
+        continue;
+      }
+    }
+    groups.push_back(MatrixGroup{i, 1});
+  }
+  return groups;
+}
+
 }  // namespace ddpx

@@ -53,6 +53,17 @@ absl::StatusOr<CompressionPlan> plan_layerwise(
 // rank min(matrix_approximation_rank, side), whatever the saving.
 CompressionPlan plan_square(int64_t bucket_numel, const PowerSGDOptions& options);
 
+// Same-shape matrices of a plan that the kernels take in one call each
+// (one batched product, one Gram-Schmidt batch per factor): a run of
+// consecutive plan entries with one (rows, cols, rank) whose matrices lie
+// back to back in the bucket and whose P and Q blocks lie back to back in
+// the factor memories.
+struct MatrixGroup {
+  size_t first = 0;  // index into plan.matrices
+  int64_t count = 0;
+};
+std::vector<MatrixGroup> matrix_groups(const CompressionPlan& plan);
+
 // ceil(sqrt(n)) computed exactly in integers.
 int64_t square_side(int64_t n);
 

@@ -74,7 +74,7 @@ struct PowerSGDBucketMemory {
   // Scratch for the batched hook's zero-padded square matrix (not state).
   std::vector<float> padded;
 
-  // A bucket on a device (hooks/powersgd_device_step.h) keeps the same three
+  // A bucket on a device (hooks/powersgd_step.h) keeps the same three
   // memories on its device. Where one of these is defined it holds the
   // truth and its host vector above is empty; save() copies it to the host,
   // load() drops it (the next device step uploads the loaded vector).

@@ -5,16 +5,15 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "hooks/host_kernels.h"
-#include "hooks/powersgd_device_step.h"
+#include "hooks/bucket_math.h"
 #include "hooks/powersgd_random.h"
 
 namespace ddpx {
 namespace {
 
 // Where a step keeps the bucket's error and P/Q memories: the host vectors
-// (the CPU step; a checkpoint reads them as they are) or tensors beside the
-// buffer (PowerSGDBucketMemory::device_*, the device step).
+// (a CPU buffer; a checkpoint reads them as they are) or tensors beside the
+// buffer (PowerSGDBucketMemory::device_*, a device buffer).
 enum class MemoryPlace { kHost, kDevice };
 
 // Everything one step's stages share; owned by the callbacks in flight.
@@ -37,7 +36,7 @@ struct StepContext {
 
   // "PowerSGD bucket 3" (on the CPU) or "PowerSGD bucket 3 on cuda:0".
   std::string name() const {
-    return place == MemoryPlace::kHost
+    return device.is_cpu()
                ? absl::StrCat("PowerSGD bucket ", in.bucket_index)
                : absl::StrCat("PowerSGD bucket ", in.bucket_index, " on ", device.str());
   }
@@ -281,7 +280,7 @@ absl::Status prepare(StepContext& c) {
         "PowerSGD bucket ", c.in.bucket_index, " needs P/Q memory of ", plan.p_numel, "/",
         plan.q_numel, " elements but remembers ", p_numel, "/", q_numel));
   }
-  c.groups = device_matrix_groups(plan);
+  c.groups = matrix_groups(plan);
   c.m = c.in.buffer;
   if (options.use_error_feedback) {
     // M = input + error, in the error buffer (the input stays untouched
@@ -372,19 +371,41 @@ absl::Status prepare(StepContext& c) {
   return absl::OkStatus();
 }
 
-// Both entries: checks done, kernels and memory place chosen.
-std::shared_ptr<Future<Tensor>> run_step(std::shared_ptr<ProcessGroup> pg,
-                                         std::shared_ptr<PowerSGDState> state,
-                                         PowerSGDStepInput input, DeviceKernels& k,
-                                         MemoryPlace place) {
+bool is_wire_dtype(DType d) {
+  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
+}
+
+}  // namespace
+
+std::shared_ptr<Future<Tensor>> run_powersgd_step(
+    std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
+    PowerSGDStepInput input) {
+  if (!input.buffer.defined() || input.buffer.dtype() != DType::kFloat32 ||
+      !is_wire_dtype(input.wire_dtype)) {
+    return Future<Tensor>::failed(absl::InvalidArgumentError(absl::StrCat(
+        "PowerSGD bucket ", input.bucket_index,
+        ": a step works on a float32 buffer with a float32, float16 or bfloat16 wire, got ",
+        input.buffer.defined() ? input.buffer.str() : "an undefined buffer", " and a ",
+        dtype_name(input.wire_dtype), " wire")));
+  }
+  DeviceKernels* k = input.kernels;
+  if (k == nullptr) {
+    absl::StatusOr<DeviceKernels*> found =
+        kernels_for(input.buffer, absl::StrCat("PowerSGD bucket ", input.bucket_index));
+    if (!found.ok()) return Future<Tensor>::failed(found.status());
+    k = *found;
+  }
+  const bool on_host = input.buffer.device().is_cpu() &&
+                       input.memories == PowerSGDMemories::kWhereTheBufferIs;
+
   auto ctx = std::make_shared<StepContext>();
   ctx->result = Future<Tensor>::create();
   ctx->world_size = pg ? static_cast<float>(pg->size()) : 1.0f;
   ctx->memory = &state->bucket_memory(input.bucket_index);
   state->record_compression(input.plan.numel_before, input.plan.numel_after,
                             input.bucket_is_last);
-  ctx->k = &k;
-  ctx->place = place;
+  ctx->k = k;
+  ctx->place = on_host ? MemoryPlace::kHost : MemoryPlace::kDevice;
   ctx->device = input.buffer.device();
   ctx->pg = std::move(pg);
   ctx->state = std::move(state);
@@ -403,44 +424,6 @@ std::shared_ptr<Future<Tensor>> run_step(std::shared_ptr<ProcessGroup> pg,
     unpack_uncompressed(ctx);
   }
   return result;
-}
-
-bool is_wire_dtype(DType d) {
-  return d == DType::kFloat32 || d == DType::kFloat16 || d == DType::kBFloat16;
-}
-
-}  // namespace
-
-std::shared_ptr<Future<Tensor>> run_powersgd_step(
-    std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
-    PowerSGDStepInput input) {
-  if (!input.buffer.defined() || !input.buffer.device().is_cpu() ||
-      input.buffer.dtype() != DType::kFloat32 || !is_wire_dtype(input.wire_dtype)) {
-    return Future<Tensor>::failed(absl::InvalidArgumentError(absl::StrCat(
-        "PowerSGD bucket ", input.bucket_index,
-        ": a step works on a float32 CPU buffer with a float32, float16 or "
-        "bfloat16 wire, got ",
-        input.buffer.defined() ? input.buffer.str() : "an undefined buffer", " and a ",
-        dtype_name(input.wire_dtype), " wire")));
-  }
-  return run_step(std::move(pg), std::move(state), std::move(input), host_kernels(),
-                  MemoryPlace::kHost);
-}
-
-std::shared_ptr<Future<Tensor>> run_powersgd_device_step(
-    std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGDState> state,
-    PowerSGDDeviceStepInput input) {
-  if (input.kernels == nullptr || !input.buffer.defined() ||
-      input.buffer.dtype() != DType::kFloat32 || !is_wire_dtype(input.wire_dtype)) {
-    return Future<Tensor>::failed(absl::InvalidArgumentError(absl::StrCat(
-        "PowerSGD bucket ", input.bucket_index,
-        ": a device step needs device kernels and a float32 buffer with a float32, float16 "
-        "or bfloat16 wire, got ",
-        input.buffer.defined() ? input.buffer.str() : "an undefined buffer", " and a ",
-        dtype_name(input.wire_dtype), " wire", input.kernels == nullptr ? " (no kernels)" : "")));
-  }
-  DeviceKernels& k = *input.kernels;
-  return run_step(std::move(pg), std::move(state), std::move(input), k, MemoryPlace::kDevice);
 }
 
 }  // namespace ddpx

@@ -1,11 +1,13 @@
-// The hooks' kernels on CUDA tensors against the CPU hook kernels: casts and
-// int8 quantization must give the same bytes, Gram-Schmidt and the cuBLAS
-// GEMMs the same numbers to float rounding.
+// The hooks' kernels on CUDA tensors against the CPU hook kernels: casts,
+// int8 quantization, ByteGrad's quantize_divided and dequantize_sum and the
+// divisions must give the same bytes, Gram-Schmidt and the cuBLAS GEMMs the
+// same numbers to float rounding.
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "cuda/device_kernels.h"
+#include "hooks/host_kernels.h"
 #include "hooks/kernels/cpu_kernels.h"
 #include "hooks/powersgd_kernels.h"
 #include "hooks/powersgd_orthogonalize.h"
@@ -97,6 +99,65 @@ TEST(GpuKernels, QuantizeGivesTheCpuBytesAndDecodesLikeTheCpu) {
   }
   Tensor out = on_cpu(dev_out);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(out.data_as<float>()[i], cpu_out[i]) << i;
+}
+
+std::vector<uint8_t> bytes_of(const Tensor& host) {
+  const uint8_t* p = static_cast<const uint8_t*>(host.data());
+  return std::vector<uint8_t>(p, p + host.nbytes());
+}
+
+// What ByteGrad runs on a device bucket of several ranks: each chunk's
+// record of x / p into a longer slot (padding zeroed), the records summed,
+// the sum quantized as its average; and the hooks' divisions (float32 and
+// 16-bit). The same bytes as the host kernels, which are the CPU hook's.
+TEST(GpuKernels, ByteGradStepsAndDivisionsGiveTheHostBytes) {
+  DDPX_SKIP_WITHOUT_GPU();
+  DeviceKernels& host = host_kernels();
+  const int64_t n = 10007, slot = n + 8 + 13;
+  for (float divisor : {1.0f, 3.0f}) {
+    Tensor x = random_floats({n}, 5);
+    Tensor want = Tensor::zeros({slot}, DType::kUInt8);
+    ASSERT_TRUE(host.quantize_divided(x, divisor, want).ok());
+    // Stale bytes in the slot: its padding must come out zero.
+    Tensor dev_slot = on_gpu(Tensor::from_vector(std::vector<uint8_t>(slot, 0xAB)));
+    ASSERT_TRUE(gpu().quantize_divided(on_gpu(x), divisor, dev_slot).ok());
+    ASSERT_TRUE(gpu().synchronize(Device::cuda(0)).ok());
+    EXPECT_EQ(bytes_of(on_cpu(dev_slot)), bytes_of(want)) << "divisor " << divisor;
+  }
+  Tensor empty_slot = on_gpu(Tensor::from_vector(std::vector<uint8_t>(12, 0xAB)));
+  ASSERT_TRUE(gpu().quantize_divided(on_gpu(Tensor::zeros({0}, DType::kFloat32)), 2.0f,
+                                     empty_slot)
+                  .ok());
+  ASSERT_TRUE(gpu().synchronize(Device::cuda(0)).ok());
+  EXPECT_EQ(bytes_of(on_cpu(empty_slot)), std::vector<uint8_t>(12, 0)) << "an empty chunk";
+
+  const int count = 3;
+  Tensor records = Tensor::zeros({count * slot}, DType::kUInt8);
+  for (int i = 0; i < count; ++i) {
+    ASSERT_TRUE(host.quantize_divided(random_floats({n}, 10 + i), 1.0f,
+                                      records.view(i * slot, {slot}))
+                    .ok());
+  }
+  Tensor sum = Tensor::zeros({n}, DType::kFloat32);
+  ASSERT_TRUE(host.dequantize_sum(records, count, slot, sum).ok());
+  Tensor dev_sum = on_gpu(random_floats({n}, 99));  // overwritten, not added to
+  ASSERT_TRUE(gpu().dequantize_sum(on_gpu(records), count, slot, dev_sum).ok());
+  ASSERT_TRUE(gpu().synchronize(Device::cuda(0)).ok());
+  EXPECT_EQ(bytes_of(on_cpu(dev_sum)), bytes_of(sum));
+
+  for (DType dt : {DType::kFloat32, DType::kFloat16, DType::kBFloat16}) {
+    Tensor x = Tensor::zeros({n}, dt);
+    if (dt == DType::kFloat32) {
+      x = random_floats({n}, 7);
+    } else {
+      ASSERT_TRUE(host.cast(random_floats({n}, 7), x).ok());
+    }
+    Tensor dev_x = on_gpu(x);
+    ASSERT_TRUE(host.divide(x, 3.0f).ok());
+    ASSERT_TRUE(gpu().divide(dev_x, 3.0f).ok());
+    ASSERT_TRUE(gpu().synchronize(Device::cuda(0)).ok());
+    EXPECT_EQ(bytes_of(on_cpu(dev_x)), bytes_of(x)) << dtype_name(dt);
+  }
 }
 
 TEST(GpuKernels, OrthogonalizeMatchesTheCpuHook) {

@@ -4,17 +4,20 @@
 //
 // One rank per GPU. With one rank the fp16/bf16 casts and the int8 records
 // must match the CPU hook bit for bit (the kernels are bit-identical and
-// averaging over one rank is exact). With two GPUs int8 must still match
-// bit for bit (same records, same float adds in rank order, the division on
-// the host); fp16 is not compared there, because on a device it casts
-// before ncclAvg divides (no device division), which rounds small values
-// twice. PowerSGD (both hooks, with and without error feedback/warm start,
-// same-shape matrices batched, a float16 bucket through fp16_compress_wrapper)
-// is compared to 1e-4 (float16: 5e-3) of the largest value: on a CUDA
-// bucket it runs on the device (hooks/powersgd_device_step.h: cuBLAS
-// products, the Gram-Schmidt kernel, element-wise kernels, memories on the
-// device), which sums in other orders than the CPU loops, and NCCL may add
-// the ranks' P and Q in another order than Gloo.
+// averaging over one rank is exact). With two GPUs fp16, bf16, the
+// fp16+allreduce wrapper and int8 must still match bit for bit: a device
+// bucket takes the CPU's operations in the CPU's order (divide, then
+// allreduce SUM; the same records, summed in rank order and quantized as
+// their average), and a sum of two values does not depend on the order.
+// The division kernels themselves are checked against the host's bytes on
+// one GPU by //tests/cuda:gpu_kernels_test. PowerSGD (both hooks, with and
+// without error feedback/warm start, same-shape matrices batched, a float16
+// bucket through fp16_compress_wrapper) is compared to 1e-4 (float16: 5e-3)
+// of the largest value: on a CUDA bucket it runs on the device
+// (hooks/powersgd_step.h through the CUDA kernels: cuBLAS products, the
+// Gram-Schmidt kernel, element-wise kernels, memories on the device), which
+// sums in other orders than the CPU loops, and NCCL may add the ranks' P
+// and Q in another order than Gloo.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -248,6 +251,14 @@ TEST(HooksOnTwoGpus, Int8MatchesTheCpuBitForBit) {
   if (gpu_count() < 2) GTEST_SKIP() << "NO GPU: needs 2 CUDA devices, found " << gpu_count();
   expect_gpu_equals_cpu(kInt8, 2, 10007);
   expect_gpu_equals_cpu(kInt8, 2, 1);  // rank 1's chunk is empty
+}
+
+TEST(HooksOnTwoGpus, Fp16Bf16AndWrapperMatchTheCpuBitForBit) {
+  DDPX_SKIP_WITHOUT_GPU();
+  if (gpu_count() < 2) GTEST_SKIP() << "NO GPU: needs 2 CUDA devices, found " << gpu_count();
+  expect_gpu_equals_cpu(kFp16, 2, 10007);
+  expect_gpu_equals_cpu(kBf16, 2, 10007);
+  expect_gpu_equals_cpu(kFp16Allreduce, 2, 10007);
 }
 
 }  // namespace

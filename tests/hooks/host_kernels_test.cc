@@ -1,11 +1,15 @@
 // HostKernels (hooks/host_kernels.h), DeviceKernels for CPU tensors, against
 // plain loops and the CPU kernels; and DeviceKernels' default composites
 // (what the CUDA kernels use: cast_scaled, add_then_matmul,
-// matmul_then_subtract, orthogonalize_counting) against the host's fused
-// ones, through a DeviceKernels that only forwards the primitives.
+// matmul_then_subtract, orthogonalize_counting, ByteGrad's quantize_divided
+// and dequantize_sum, the 16-bit division) against the host's fused ones,
+// through a DeviceKernels that only forwards the primitives.
 #include "hooks/host_kernels.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -48,8 +52,16 @@ class PrimitivesOnly : public DeviceKernels {
                           const Tensor& out) override {
     return h.add_scaled(a, alpha, b, out);
   }
-  absl::Status divide(const Tensor& x, float d) override { return h.divide(x, d); }
+  // float32 only, as the CUDA kernel; 16-bit through float32, as CUDA does.
+  absl::Status divide(const Tensor& x, float d) override {
+    if (x.dtype() == DType::kFloat16 || x.dtype() == DType::kBFloat16) {
+      return divide_16bit_in_float32(x, d);
+    }
+    if (absl::Status s = check_dtype(x, DType::kFloat32, "divide"); !s.ok()) return s;
+    return h.divide(x, d);
+  }
   absl::Status fill(const Tensor& x, float v) override { return h.fill(x, v); }
+  absl::Status zero(const Tensor& x) override { return h.zero(x); }
   absl::Status copy(const Tensor& s, const Tensor& d) override { return h.copy(s, d); }
   absl::Status synchronize(Device d) override { return h.synchronize(d); }
 
@@ -153,6 +165,81 @@ TEST(HostKernels, Int8RecordsAreTheCpuKernelsRecords) {
   expect_near(decoded, src, 0.05f);
   ASSERT_TRUE(k.dequantize_minmax(records, chunk, decoded, true).ok());
   for (int64_t i = 0; i < n; ++i) ASSERT_NEAR(decoded.item(i), 2 * src.item(i), 0.1);
+}
+
+std::vector<uint8_t> byte_vector(const Tensor& t) {
+  const uint8_t* p = static_cast<const uint8_t*>(t.data());
+  return std::vector<uint8_t>(p, p + t.nbytes());
+}
+
+// ByteGrad's fused steps: the host's single passes (cpu_kernels.h's
+// quantize_divided and dequantize_sum) write the bytes and bits of the
+// defaults a device runs (divide then quantize; zero then decode-and-add),
+// and of the CPU kernels called directly; a slot's padding is zeroed.
+TEST(HostKernels, ByteGradStepsMatchTheDefaultsByteForByte) {
+  HostKernels host;
+  PrimitivesOnly defaults;
+  for (int64_t n : {0, 1, 7, 300, 1001}) {
+    for (float divisor : {1.0f, 3.0f, 4.0f}) {
+      SCOPED_TRACE("n " + std::to_string(n) + " divisor " + std::to_string(divisor));
+      Tensor src = normal(std::max<int64_t>(n, 1), 11 + n).view(0, {n});
+      const int64_t slot = static_cast<int64_t>(kernels::quantized_record_bytes(n)) + 5;
+      Tensor a = Tensor::zeros({slot}, DType::kUInt8), b = Tensor::zeros({slot}, DType::kUInt8);
+      memset(a.data(), 0xAB, slot);  // stale memory: the padding must be zeroed
+      memset(b.data(), 0xCD, slot);
+      ASSERT_TRUE(host.quantize_divided(src, divisor, a).ok());
+      ASSERT_TRUE(defaults.quantize_divided(src, divisor, b).ok());
+      EXPECT_EQ(byte_vector(a), byte_vector(b));
+      std::vector<uint8_t> want(slot, 0);
+      kernels::quantize_divided(src.data_as<float>(), n, divisor, want.data());
+      EXPECT_EQ(byte_vector(a), want);
+    }
+  }
+  // Three records of 300 values, 310 bytes apart (a slot each).
+  const int64_t n = 300, stride = 310, count = 3;
+  Tensor records = Tensor::zeros({stride * count}, DType::kUInt8);
+  for (int64_t i = 0; i < count; ++i) {
+    ASSERT_TRUE(host.quantize_divided(normal(n, 20 + i), 1.0f,
+                                      records.view(i * stride, {stride}))
+                    .ok());
+  }
+  Tensor sum1 = normal(n, 30), sum2 = normal(n, 31);  // overwritten, not added to
+  ASSERT_TRUE(host.dequantize_sum(records, count, stride, sum1).ok());
+  ASSERT_TRUE(defaults.dequantize_sum(records, count, stride, sum2).ok());
+  EXPECT_EQ(sum1.to_float_vector(), sum2.to_float_vector());
+  Tensor want = Tensor::zeros({n}, DType::kFloat32);
+  for (int64_t i = 0; i < count; ++i) {
+    kernels::dequantize_add(static_cast<uint8_t*>(records.data()) + i * stride, n,
+                            want.data_as<float>());
+  }
+  EXPECT_EQ(sum1.to_float_vector(), want.to_float_vector());
+
+  absl::Status s = host.dequantize_sum(records, 4, stride, sum1);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("do not fit in 930 bytes"), std::string::npos) << s;
+  s = host.quantize_divided(normal(n, 1), 2.0f, Tensor::zeros({n}, DType::kUInt8));
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("a record of 300 values takes 308 bytes"), std::string::npos) << s;
+}
+
+// A 16-bit division: widened, divided in float32, rounded once, whether the
+// host does it in one loop or a device through its float32 operations.
+TEST(HostKernels, SixteenBitDivisionMatchesTheFloat32Route) {
+  HostKernels host;
+  PrimitivesOnly defaults;
+  Tensor src = normal(1003, 9);
+  for (DType d : {DType::kFloat16, DType::kBFloat16}) {
+    Tensor a = Tensor::zeros({1003}, d);
+    ASSERT_TRUE(host.cast(src, a).ok());
+    Tensor b = a.clone();
+    ASSERT_TRUE(host.divide(a, 3.0f).ok());
+    ASSERT_TRUE(defaults.divide(b, 3.0f).ok());
+    EXPECT_EQ(0, memcmp(a.data(), b.data(), a.nbytes())) << dtype_name(d);
+  }
+  Tensor ints = Tensor::zeros({4}, DType::kInt32);
+  absl::Status s = host.divide(ints, 2.0f);
+  EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
+  EXPECT_NE(s.message().find("floating dtypes only"), std::string::npos) << s;
 }
 
 TEST(HostKernels, OrthogonalizeCountsZeroColumnsWhereTheDefaultCannot) {

@@ -1,6 +1,7 @@
 // The host kernels (hooks/host_kernels.h) with call counts, for the tests
-// that run the device PowerSGD step (hooks/powersgd_device_step.h) on the
-// CPU and check that same-shape matrices go to the kernels as one batch.
+// that run the PowerSGD step (hooks/powersgd_step.h) with a device's memory
+// layout on the CPU and check that same-shape matrices go to the kernels as
+// one batch.
 // What this cannot show: anything about streams, cuBLAS's arguments or the
 // CUDA kernels' launch; those need //tests/hooks:gpu_hooks_test on a GPU.
 #ifndef DDPX_TESTS_HOOKS_POWERSGD_HOST_DEVICE_KERNELS_H_

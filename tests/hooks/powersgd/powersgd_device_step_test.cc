@@ -1,11 +1,12 @@
-// The device PowerSGD step (hooks/powersgd_device_step.h) run on the CPU
-// through HostDeviceKernels, the reference DeviceKernels for CPU tensors,
-// against the CPU step (hooks/powersgd_step.h) on the same inputs and real
-// Gloo ranks: everything the device path decides by itself (memories,
-// grouping, packing, the order of stages, error feedback, warm start, the
-// 16-bit wire, the checkpoint of device memories) is checked here; what
-// only a GPU can show (streams, cuBLAS, the kernels) is
-// //tests/hooks:gpu_hooks_test.
+// The PowerSGD step (hooks/powersgd_step.h) with a device's memory layout
+// (PowerSGDMemories::kTensors: error and P/Q memories as tensors beside the
+// buffer) run on the CPU through HostDeviceKernels, the host kernels with
+// call counts, against the step with the CPU's layout (host vectors) on the
+// same inputs and real Gloo ranks: everything a device bucket's step
+// decides by itself (memories, grouping, packing, the order of stages,
+// error feedback, warm start, the 16-bit wire, the checkpoint of device
+// memories) is checked here; what only a GPU can show (streams, cuBLAS, the
+// kernels) is //tests/hooks:gpu_hooks_test.
 #include <algorithm>
 #include <cmath>
 #include <sstream>
@@ -13,9 +14,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "hooks/powersgd_device_step.h"
 #include "hooks/powersgd_plan.h"
 #include "hooks/powersgd_step.h"
+#include "hooks/powersgd_work_buffer.h"
 #include "tests/hooks/powersgd/host_device_kernels.h"
 #include "tests/hooks/powersgd/powersgd_test_util.h"
 #include "tests/rank_threads.h"
@@ -74,14 +75,15 @@ absl::Status cpu_step(std::shared_ptr<ProcessGroup> pg, std::shared_ptr<PowerSGD
 absl::Status device_step(std::shared_ptr<ProcessGroup> pg,
                          std::shared_ptr<PowerSGDState> state, const Tensor& buffer,
                          CompressionPlan plan, DType wire, DeviceKernels& k) {
-  PowerSGDDeviceStepInput in;
+  PowerSGDStepInput in;
   in.buffer = buffer;
   in.bucket_is_last = true;
   in.wire_dtype = wire;
   in.plan = std::move(plan);
   in.kernels = &k;
+  in.memories = PowerSGDMemories::kTensors;
   in.finish = [buffer]() -> absl::StatusOr<Tensor> { return buffer; };
-  return run_powersgd_device_step(pg, state, std::move(in))->wait(std::chrono::seconds(60));
+  return run_powersgd_step(pg, state, std::move(in))->wait(std::chrono::seconds(60));
 }
 
 // |got - want| <= tolerance * (largest |want|, at least 1), element-wise.
@@ -192,7 +194,7 @@ TEST(PowerSGDDeviceStep, BatchedSquareMatchesTheCpuStep) {
 TEST(PowerSGDDeviceStep, GroupsSameShapeMatricesThatLieBackToBack) {
   PowerSGDOptions o = options(2, true);
   const CompressionPlan plan = layerwise(kShapes, o);
-  const std::vector<MatrixGroup> groups = device_matrix_groups(plan);
+  const std::vector<MatrixGroup> groups = matrix_groups(plan);
   // The plan lists the four 16x12 matrices first (torch's grouping); the
   // fourth sits after the vector, so it needs its own call.
   ASSERT_EQ(groups.size(), 3u);
@@ -265,19 +267,20 @@ TEST(PowerSGDDeviceStep, ABucketThatChangedSizeIsAClearError) {
       << s;
 }
 
-TEST(PowerSGDDeviceStep, WithoutKernelsOrWithAWrongBufferItSaysSo) {
+TEST(PowerSGDDeviceStep, AWrongBufferOrBucketDtypeIsNamed) {
   PowerSGDOptions o = options(2, true);
-  Tensor buffer = Tensor::from_vector(random_input(total_numel(kShapes), 1, 0, 0));
-  PowerSGDDeviceStepInput in;
-  in.buffer = buffer;
+  PowerSGDStepInput in;
+  in.buffer = Tensor::zeros({total_numel(kShapes)}, DType::kFloat64);
   in.plan = layerwise(kShapes, o);
-  absl::Status s = run_powersgd_device_step(nullptr, make_state(o), in)->wait();
+  in.memories = PowerSGDMemories::kTensors;
+  absl::Status s = run_powersgd_step(nullptr, make_state(o), in)->wait();
   EXPECT_TRUE(absl::IsInvalidArgument(s)) << s;
-  EXPECT_NE(s.message().find("no kernels"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("works on a float32 buffer"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("float64"), std::string::npos) << s;
 
   HostDeviceKernels k;
   Tensor f64 = Tensor::zeros({4}, DType::kFloat64);
-  absl::StatusOr<Tensor> work = device_float32_work(f64, k, "PowerSGD");
+  absl::StatusOr<Tensor> work = float32_work(f64, k, "PowerSGD");
   EXPECT_TRUE(absl::IsInvalidArgument(work.status())) << work.status();
   EXPECT_NE(work.status().message().find("float64"), std::string::npos) << work.status();
 }
@@ -288,23 +291,23 @@ TEST(PowerSGDDeviceStep, WithoutKernelsOrWithAWrongBufferItSaysSo) {
 TEST(PowerSGDDeviceStep, BucketDtypesGoThroughTheDeviceCasts) {
   HostDeviceKernels k;
   Tensor f32 = Tensor::from_vector(std::vector<float>{1.5f, -2.0f, 3.25f});
-  absl::StatusOr<Tensor> same = device_float32_work(f32, k, "PowerSGD");
+  absl::StatusOr<Tensor> same = float32_work(f32, k, "PowerSGD");
   ASSERT_TRUE(same.ok());
   EXPECT_TRUE(same->shares_storage_with(f32));
-  EXPECT_TRUE(device_store_result(*same, f32, k).ok());
+  EXPECT_TRUE(store_result(*same, f32, k).ok());
 
   Tensor half = Tensor::zeros({3}, DType::kFloat16);
   ASSERT_TRUE(k.cast(f32, half).ok());
-  absl::StatusOr<Tensor> widened = device_float32_work(half, k, "PowerSGD");
+  absl::StatusOr<Tensor> widened = float32_work(half, k, "PowerSGD");
   ASSERT_TRUE(widened.ok());
   EXPECT_EQ(values(*widened), values(f32));
   ASSERT_TRUE(k.fill(*widened, 0.5f).ok());
-  ASSERT_TRUE(device_store_result(*widened, half, k).ok());
+  ASSERT_TRUE(store_result(*widened, half, k).ok());
   EXPECT_EQ(values(half), (std::vector<float>{0.5f, 0.5f, 0.5f}));
 
   // The batched hook's square: the bucket lands in its head.
   Tensor square = Tensor::zeros({9}, DType::kFloat32);
-  ASSERT_TRUE(device_load_bucket(f32, square, k, "batched PowerSGD").ok());
+  ASSERT_TRUE(load_bucket(f32, square, k, "batched PowerSGD").ok());
   EXPECT_EQ(values(square), (std::vector<float>{1.5f, -2.0f, 3.25f, 0, 0, 0, 0, 0, 0}));
 }
 
