@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "core/little_endian.h"
 
 namespace ddpx::trainer {
 namespace {
@@ -35,9 +36,7 @@ class Writer {
   std::string& out() { return out_; }
 
  private:
-  void le(uint64_t v, int n) {
-    for (int i = 0; i < n; ++i) out_.push_back(static_cast<char>(v >> (8 * i)));
-  }
+  void le(uint64_t v, int n) { little_endian::append(v, n, &out_); }
   std::string out_;
 };
 
@@ -110,8 +109,7 @@ class Reader {
  private:
   absl::Status le(int n, const char* field, uint64_t* v) {
     if (data_.size() < static_cast<size_t>(n)) return truncated(field);
-    *v = 0;
-    for (int i = 0; i < n; ++i) *v |= uint64_t{static_cast<unsigned char>(data_[i])} << (8 * i);
+    *v = little_endian::read(data_.data(), n);
     data_.remove_prefix(n);
     return absl::OkStatus();
   }
