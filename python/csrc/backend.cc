@@ -10,6 +10,7 @@
 #include "process_group/tracing/flight_recorder.h"
 #include "process_group/tracing/trace_service.h"
 #include "python/csrc/torch_store.h"
+#include "store/prefix_store.h"
 #include "python/csrc/torch_work.h"
 
 namespace ddpx_torch {
@@ -31,7 +32,11 @@ void check_not_empty(size_t n, const char* op, const char* what) {
 
 c10::intrusive_ptr<DdpxBackend> DdpxBackend::create(c10::intrusive_ptr<c10d::Store> store,
                                                     const BackendConfig& config) {
-  auto ddpx_store = std::make_shared<TorchStore>(std::move(store));
+  // Named like init_process_group's groups in C++ (the flight recorder
+  // names a group after its store's prefixes).
+  auto ddpx_store = std::make_shared<ddpx::PrefixStore>(
+      config.is_world ? std::string("default_pg") : "group_" + config.group_name,
+      std::make_shared<TorchStore>(std::move(store)));
   absl::StatusOr<std::shared_ptr<ddpx::Backend>> backend = ddpx::create_backend(
       config.spec, ddpx_store, config.rank, config.size, config.timeout);
   if (!backend.ok()) {

@@ -34,6 +34,9 @@ struct BackendConfig {
   // The default group: ddpx's trace service (dumps to DDPX_TRACE_DIR, peer
   // reports) attaches to its store, as init_process_group does in C++.
   bool is_world = false;
+  // torch's name for the group ("0", "1", or a hash): ddpx's messages and
+  // dumps call the group "default_pg" or "group_<name>".
+  std::string group_name;
   // ddpx backend spec ("gloo", "round_robin:gloo*2").
   std::string spec = "gloo";
 };

@@ -15,6 +15,7 @@
 #include "process_group/gloo/gloo_backend.h"
 #include "python/csrc/backend.h"
 #include "python/csrc/group_lookup.h"
+#include "python/csrc/torch_work.h"
 #if __has_include("python/comm_hook_bridge.h")
 #include "python/comm_hook_bridge.h"
 #define DDPX_TORCH_HAS_COMM_HOOKS 1
@@ -64,21 +65,26 @@ PYBIND11_MODULE(_C, m) {
   m.def(
       "create_backend",
       [](const c10::intrusive_ptr<c10d::Store>& store, int rank, int size,
-         std::chrono::milliseconds timeout, std::vector<int> global_ranks, bool is_world) {
+         std::chrono::milliseconds timeout, std::vector<int> global_ranks, bool is_world,
+         std::string group_name) {
         BackendConfig config;
         config.rank = rank;
         config.size = size;
         config.timeout = timeout;
         config.global_ranks = std::move(global_ranks);
         config.is_world = is_world;
+        config.group_name = std::move(group_name);
         return DdpxBackend::create(store, config);
       },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      py::arg("global_ranks"), py::arg("is_world"),
+      py::arg("global_ranks"), py::arg("is_world"), py::arg("group_name"),
       // Rendezvous waits for the other ranks; a store written in Python
       // needs the GIL meanwhile.
       py::call_guard<py::gil_scoped_release>(),
       "Builds the ddpx backend of one group (the creator register_backend calls).");
+
+  m.def("_mark_python_exiting", &ddpx_torch::mark_python_exiting,
+        "atexit: ddpx's threads stop freeing torch objects (torch_work.h).");
 
   m.def(
       "group_info",

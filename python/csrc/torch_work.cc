@@ -1,12 +1,35 @@
 #include "python/csrc/torch_work.h"
 
+#include <atomic>
 #include <utility>
+
+#include <Python.h>
 
 #include "absl/strings/str_cat.h"
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
 namespace ddpx_torch {
+namespace {
+
+std::atomic<bool> python_exiting{false};
+// Set while a ddpx thread completes a Work: a future callback that waits on
+// a Work there must not wait for that very thread to let go.
+thread_local bool completing_a_work = false;
+
+// Drops a ddpx thread's reference to `work`, or leaks it while the
+// interpreter shuts down (mark_python_exiting).
+void release_on_background_thread(c10::intrusive_ptr<TorchWork>& work) {
+  if (python_exiting.load(std::memory_order_acquire) || _Py_IsFinalizing()) {
+    (void)work.release();  // the process is ending: its memory goes with it
+    return;
+  }
+  work.reset();
+}
+
+}  // namespace
+
+void mark_python_exiting() { python_exiting.store(true, std::memory_order_release); }
 
 c10::DistBackendError backend_error(const std::string& message) {
   return c10::DistBackendError(c10::SourceLocation{__func__, __FILE__, __LINE__}, message);
@@ -26,7 +49,7 @@ TorchWork::TorchWork(int rank, c10d::OpType type, const char* profiling_title,
       sequence_number_(sequence_number),
       timeout_(timeout),
       future_(c10::make_intrusive<c10::ivalue::Future>(
-          c10::ListType::create(c10::TensorType::get()))) {}
+          c10::ListType::ofTensors())) {}
 
 c10::intrusive_ptr<c10d::Work> TorchWork::track(c10::intrusive_ptr<TorchWork> work,
                                                 std::vector<std::shared_ptr<ddpx::Work>> parts) {
@@ -41,6 +64,7 @@ c10::intrusive_ptr<c10d::Work> TorchWork::track(c10::intrusive_ptr<TorchWork> wo
     work->parts_ = parts;
     work->remaining_ = parts.size();
   }
+  work->holders_->add(parts.size());
   if (parts.empty()) {
     work->part_done(absl::OkStatus());
     return work;
@@ -50,7 +74,13 @@ c10::intrusive_ptr<c10d::Work> TorchWork::track(c10::intrusive_ptr<TorchWork> wo
     // drops it early (async_op=True, never waited) cannot free what the
     // callback completes.
     part->get_future()->add_callback(
-        [work](ddpx::Future<ddpx::TensorList>& done) { work->part_done(done.status()); });
+        [work, holders = work->holders_](ddpx::Future<ddpx::TensorList>& done) mutable {
+          completing_a_work = true;
+          work->part_done(done.status());
+          completing_a_work = false;
+          release_on_background_thread(work);
+          holders->drop();
+        });
   }
   return work;
 }
@@ -63,22 +93,56 @@ void TorchWork::part_done(const absl::Status& status) {
     if (remaining_ > 0 && --remaining_ > 0) return;
     error = first_error_;
   }
+  // The future first, as torch's Gloo does: once wait() returns, the
+  // future is done too.
+  std::exception_ptr e;
   if (!error.ok()) {
-    std::exception_ptr e = to_exception(error);
-    finish(e);
-    future_->setError(e);
-    return;
+    e = to_exception(error);
+  } else {
+    try {
+      if (staging_ != nullptr) staging_->copy_back();
+    } catch (...) {
+      e = std::current_exception();
+    }
   }
+  if (e) {
+    future_->setError(e);
+  } else {
+    future_->markCompleted(c10::IValue(outputs_));
+  }
+  finish(e);
+}
+
+void TorchWork::Holders::add(size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  count_ += n;
+}
+
+void TorchWork::Holders::drop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    --count_;
+  }
+  cv_.notify_all();
+}
+
+void TorchWork::Holders::wait_none() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return count_ == 0; });
+}
+
+bool TorchWork::wait(std::chrono::milliseconds timeout) {
+  bool result = false;
+  std::exception_ptr error;
   try {
-    if (staging_ != nullptr) staging_->copy_back();
+    result = c10d::Work::wait(timeout);
   } catch (...) {
-    std::exception_ptr e = std::current_exception();
-    finish(e);
-    future_->setError(e);
-    return;
+    error = std::current_exception();
   }
-  finish();
-  future_->markCompleted(c10::IValue(outputs_));
+  // Completed: the callbacks let go of this Work right after completing it.
+  if (isCompleted() && !completing_a_work) holders_->wait_none();
+  if (error) std::rethrow_exception(error);
+  return result;
 }
 
 int TorchWork::sourceRank() const {

@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -33,6 +34,19 @@ namespace ddpx_torch {
 c10::DistBackendError backend_error(const std::string& message);
 std::exception_ptr to_exception(const absl::Status& status);
 
+// A Work's tensors may own their Python objects, which only a thread
+// holding the GIL can free; a thread that asks for the GIL while the
+// interpreter shuts down is ended by Python in the middle of a destructor,
+// and C++ terminates the process. So ddpx's threads must not be the last
+// to let go of a Work once the program may be exiting:
+//  - wait() returns only after ddpx's threads have let go of the Work (they
+//    do so right after completing it), so a program that waited for an op
+//    and then exits leaves the last reference to its own thread;
+//  - after Python's atexit (ddpx_torch/__init__.py calls
+//    mark_python_exiting), or while the interpreter finalizes, a Work that
+//    ddpx's threads would free is left to the ending process instead.
+void mark_python_exiting();
+
 class TorchWork : public c10d::Work {
  public:
   TorchWork(int rank, c10d::OpType type, const char* profiling_title,
@@ -51,8 +65,24 @@ class TorchWork : public c10d::Work {
   void abort() override;
   uint64_t getSequencenumber() const override { return sequence_number_; }
   std::chrono::milliseconds getTimeout() const override { return timeout_; }
+  // c10d::Work::wait, then (once complete) until ddpx's threads hold no
+  // reference to this Work (see mark_python_exiting).
+  bool wait(std::chrono::milliseconds timeout) override;
 
  private:
+  // Counts the references ddpx's threads hold; wait() waits for zero.
+  class Holders {
+   public:
+    void add(size_t n);
+    void drop();
+    void wait_none();
+
+   private:
+    std::mutex mu_;
+    std::condition_variable cv_;
+    size_t count_ = 0;
+  };
+
   void part_done(const absl::Status& status);
 
   const std::vector<at::Tensor> outputs_;
@@ -64,6 +94,8 @@ class TorchWork : public c10d::Work {
   mutable std::mutex parts_mu_;  // parts_, first_error_, remaining_
   absl::Status first_error_;
   size_t remaining_ = 0;
+  // Shared with the callbacks, which open it after letting go of the Work.
+  const std::shared_ptr<Holders> holders_ = std::make_shared<Holders>();
 };
 
 }  // namespace ddpx_torch

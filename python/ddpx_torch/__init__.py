@@ -21,9 +21,15 @@ if torch.__version__ != _BUILT_WITH:
         "(bazel run //python:install)"
     )
 
+import atexit as _atexit
+
 import torch.distributed as _dist  # registers c10d's Backend class, the base of ours
 
 from ddpx_torch import _C
+
+# Before the interpreter shuts down: ops still completing on ddpx's threads
+# then leave their tensors be (python/csrc/torch_work.h).
+_atexit.register(_C._mark_python_exiting)
 
 __all__ = ["group_info", "BACKEND_NAME"]
 
@@ -43,6 +49,7 @@ def _create_backend(opts, backend_options):
         # The default group is created before the world exists: its store
         # carries ddpx's trace service (dumps, peer reports).
         not _dist.is_initialized(),
+        str(opts.group_id),
     )
 
 
