@@ -5,15 +5,10 @@
 #include <cmath>
 #include <cstdio>
 
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_format.h"
-#include "absl/strings/str_split.h"
-#include "examples/data/fashion_mnist.h"
 #include "examples/data/sampler.h"
-#include "examples/nn/sgd.h"
 #include "examples/trainer/checkpoint.h"
 #include "examples/trainer/metrics.h"
-#include "process_group/rendezvous/init.h"
 
 namespace ddpx::trainer {
 namespace {
@@ -31,58 +26,30 @@ struct Evaluation {
 
 // Every rank evaluates a contiguous slice of the test set; the counts are
 // summed with one allreduce, so the evaluation costs 1/world of the time.
-absl::StatusOr<Evaluation> evaluate(nn::Mlp& model, const data::Dataset& test,
-                                    ProcessGroup& pg, int64_t batch) {
-  const int64_t begin = test.size * pg.rank() / pg.size();
-  const int64_t end = test.size * (pg.rank() + 1) / pg.size();
-  nn::Mlp::Evaluation e = model.evaluate(test.images.data() + begin * test.features,
-                                         test.labels.data() + begin, end - begin, batch);
-  Tensor sums = Tensor::from_vector<double>({double(e.correct), e.loss_sum});
+absl::StatusOr<Evaluation> evaluate(TrainStep& step, ProcessGroup& pg) {
+  const int64_t n = step.test_size();
+  absl::StatusOr<EvalCounts> e =
+      step.evaluate(n * pg.rank() / pg.size(), n * (pg.rank() + 1) / pg.size());
+  if (!e.ok()) return e.status();
+  Tensor sums = Tensor::from_vector<double>({e->correct, e->loss_sum});
   absl::Status s = pg.allreduce({sums})->wait();
   if (!s.ok()) return s;
-  return Evaluation{sums.item(0) / test.size, sums.item(1) / test.size};
+  return Evaluation{sums.item(0) / n, sums.item(1) / n};
 }
 
 absl::Status barrier(ProcessGroup& pg) { return pg.barrier()->wait(); }
 
 }  // namespace
 
-absl::StatusOr<std::vector<int64_t>> parse_hidden(const std::string& text) {
-  std::vector<int64_t> out;
-  if (text.empty()) return out;
-  for (absl::string_view part : absl::StrSplit(text, ',')) {
-    int64_t v = 0;
-    if (!absl::SimpleAtoi(part, &v) || v <= 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "--hidden=%s: '%s' is not a positive layer width", text, std::string(part)));
-    }
-    out.push_back(v);
-  }
-  return out;
-}
-
 absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<ProcessGroup> pg,
-                                   const SyncFactory& make_sync) {
+                                   TrainStep& step) {
   const int rank = pg->rank();
   const int world = pg->size();
   const bool lead = rank == 0;
   if (c.batch_size <= 0) return absl::InvalidArgumentError("--batch_size must be positive");
+  GradientSync& sync = step.sync();
 
-  // --train_limit: only those images are read (the test set stays whole).
-  absl::StatusOr<data::Dataset> train_set = data::load_fashion_mnist(
-      c.data_dir, data::Split::kTrain, c.train_limit > 0 ? c.train_limit : -1);
-  if (!train_set.ok()) return train_set.status();
-  absl::StatusOr<data::Dataset> test_set = data::load_fashion_mnist(c.data_dir, data::Split::kTest);
-  if (!test_set.ok()) return test_set.status();
-
-  nn::Mlp model({train_set->features, c.hidden, 10, c.seed});
-  nn::Sgd optimizer(model.parameter_list(),
-                    {c.lr, c.momentum, 0.0f, c.weight_decay, /*nesterov=*/false});
-  absl::StatusOr<std::unique_ptr<GradientSync>> sync_or = make_sync(model, pg);
-  if (!sync_or.ok()) return sync_or.status();
-  GradientSync& sync = **sync_or;
-
-  data::DistributedSampler sampler(train_set->size, rank, world, c.seed);
+  data::DistributedSampler sampler(step.train_size(), rank, world, c.seed);
   const int64_t steps_per_epoch = (sampler.shard_size() + c.batch_size - 1) / c.batch_size;
   Progress progress;
   progress.world_size = world;
@@ -99,7 +66,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   int64_t last_checkpoint_step = -1;
   if (!c.checkpoint_dir.empty()) {
     absl::StatusOr<std::optional<Progress>> resumed =
-        resume_from_checkpoint(ckpt, *pg, model, optimizer, sync);
+        resume_from_checkpoint(ckpt, *pg, step.state(), sync);
     if (!resumed.ok()) return resumed.status();
     if (resumed->has_value()) {
       progress = **resumed;
@@ -129,16 +96,11 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   int64_t total_steps = c.epochs * steps_per_epoch;
   if (c.max_steps >= 0) total_steps = std::min(total_steps, c.max_steps);
   if (lead) {
-    printf("training MLP 784-%s-10 (%lld parameters) on %lld Fashion-MNIST images, "
-           "%d ranks x batch %lld, %lld steps/epoch, backend %s, %s\n",
-           [&] {
-             std::string s;
-             for (int64_t h : c.hidden) s += std::to_string(h) + "-";
-             return s.empty() ? s : s.substr(0, s.size() - 1);
-           }().c_str(),
-           (long long)model.num_parameters(), (long long)train_set->size, world,
-           (long long)c.batch_size, (long long)steps_per_epoch, c.backend.c_str(),
-           sync.describe().c_str());
+    printf("training %s (%lld parameters) on %lld Fashion-MNIST images, "
+           "%d ranks x batch %lld, %lld steps/epoch, backend %s, %s, %d threads/rank\n",
+           step.describe().c_str(), (long long)step.num_parameters(),
+           (long long)step.train_size(), world, (long long)c.batch_size,
+           (long long)steps_per_epoch, c.backend.c_str(), sync.describe().c_str(), c.threads);
     fflush(stdout);
   }
 
@@ -151,7 +113,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
       return absl::OkStatus();
     Progress p = progress;
     p.wall_seconds = wall();
-    absl::Status s = save_checkpoint(ckpt, *pg, p, model, optimizer, sync);
+    absl::Status s = save_checkpoint(ckpt, *pg, p, step.state(), sync);
     if (s.ok()) last_checkpoint_step = progress.global_step;
     return s;
   };
@@ -159,9 +121,6 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
   LiveLine live;
   StepLog step_log(metrics, live, c.log_every);
   TrainSummary summary;
-  const int64_t features = train_set->features;
-  std::vector<float> x(static_cast<size_t>(c.batch_size * features));
-  std::vector<int32_t> y(static_cast<size_t>(c.batch_size));
   bool stopped = false;
   Evaluation eval;
   auto reached_max_steps = [&] {
@@ -180,22 +139,10 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
       const Clock::time_point step_start = Clock::now();
       const int64_t first = progress.step_in_epoch * c.batch_size;
       const int64_t batch = std::min<int64_t>(c.batch_size, sampler.shard_size() - first);
-      for (int64_t b = 0; b < batch; ++b) {
-        const int64_t sample = order[first + b];
-        std::copy_n(train_set->images.data() + sample * features, features,
-                    x.data() + b * features);
-        y[b] = train_set->labels[sample];
-      }
-      model.zero_grad();
-      absl::Status s = sync.prepare();
-      if (!s.ok()) return s;
-      model.forward(x.data(), batch);
-      const double loss = model.backward(y.data(), [&](size_t i) { sync.mark_ready(i); });
-      s = sync.finish();
-      if (!s.ok()) return s;
-      optimizer.options().lr =
-          learning_rate_at(c.lr_schedule, c.lr, progress.global_step, total_steps);
-      optimizer.step();
+      const float lr = learning_rate_at(c.lr_schedule, c.lr, progress.global_step, total_steps);
+      absl::StatusOr<double> loss_or = step.step(order.data() + first, batch, lr);
+      if (!loss_or.ok()) return loss_or.status();
+      const double loss = *loss_or;
       ++progress.global_step;
       if (!std::isfinite(loss)) {
         return absl::InternalError(absl::StrFormat(
@@ -224,11 +171,10 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
         step_log.write({progress.epoch, c.epochs, progress.step_in_epoch, steps_per_epoch,
                         progress.global_step, world, batch, c.batch_size, loss, step_time,
                         st.comm_wait_seconds, st.bytes_communicated, st.gradient_bytes,
-                        st.compression_ratio, static_cast<double>(optimizer.options().lr),
-                        wall()});
+                        st.compression_ratio, static_cast<double>(lr), wall()});
       }
       if (c.eval_every > 0 && progress.global_step % c.eval_every == 0) {
-        absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+        absl::StatusOr<Evaluation> e = evaluate(step, *pg);
         if (!e.ok()) return e.status();
         if (lead) {
           live.finish();
@@ -248,12 +194,12 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
       if (c.checkpoint_every > 0 && progress.global_step % c.checkpoint_every == 0 &&
           progress.step_in_epoch + 1 < steps_per_epoch) {
         progress.step_in_epoch += 1;  // the step just taken is part of the checkpoint
-        s = checkpoint();
+        absl::Status s = checkpoint();
         progress.step_in_epoch -= 1;
         if (!s.ok()) return s;
       }
     }
-    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+    absl::StatusOr<Evaluation> e = evaluate(step, *pg);
     if (!e.ok()) return e.status();
     eval = *e;
     evaluated = true;
@@ -267,6 +213,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
                                   eval.loss, eval.accuracy, epoch_time, wall()})
                         .add("hook", c.hook)
                         .add("backend", c.backend)
+                        .add("model", c.model)
                         .add("world_size", static_cast<int64_t>(world)));
     }
     if (stopped) break;  // checkpointed below, mid-epoch
@@ -282,7 +229,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, std::shared_ptr<Process
     if (!s.ok()) return s;
   }
   if (!evaluated) {  // resumed a finished run, or --max_steps already reached
-    absl::StatusOr<Evaluation> e = evaluate(model, *test_set, *pg, 256);
+    absl::StatusOr<Evaluation> e = evaluate(step, *pg);
     if (!e.ok()) return e.status();
     eval = *e;
     if (lead) printf("test accuracy %.2f%% (nothing left to train)\n", 100 * eval.accuracy);

@@ -1,36 +1,35 @@
-// The training loop of examples/train: an MLP on Fashion-MNIST, data
-// parallel over the ranks of a process group.
+// The training loop both example trainers run (examples:train's MLP,
+// examples/torch:train's libtorch CNN): epochs over a DistributedSampler's
+// shard, the learning-rate schedule, evaluation, checkpoints and resume,
+// rank 0's progress lines and metrics JSON lines, and --comm_trace. What is
+// particular to a model sits behind TrainStep (train_step.h).
+//
+// One loop in one file, so that a change to how a run proceeds (a stop, a
+// resume, a change of the world) is made once for both trainers.
 #ifndef DDPX_EXAMPLES_TRAINER_TRAINER_H_
 #define DDPX_EXAMPLES_TRAINER_TRAINER_H_
 
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
-#include <vector>
 
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "examples/nn/mlp.h"
 #include "examples/trainer/checkpoint.h"
 #include "examples/trainer/lr_schedule.h"
-#include "examples/trainer/grad_sync.h"
+#include "examples/trainer/train_step.h"
 #include "process_group/front_end/process_group.h"
 
 namespace ddpx::trainer {
 
+// The loop's settings (flags.h reads them from the command line).
 struct TrainConfig {
-  std::string data_dir;
-  std::vector<int64_t> hidden = {2048, 2048};
   int64_t epochs = 1;
   int64_t batch_size = 64;  // per rank
   float lr = 0.05f;
   // Per-step learning rate over epochs x steps per epoch (or --max_steps when
   // that is fewer): the same curve for every hook.
   LrSchedule lr_schedule = LrSchedule::kConstant;
-  float momentum = 0.9f;
-  float weight_decay = 0.0f;
-  uint64_t seed = 0;
+  uint64_t seed = 0;             // data order (the model's initialization is its own)
   int64_t max_steps = -1;        // stop after this many steps in all (-1: no limit)
   std::string checkpoint_dir;    // empty: no checkpoints
   std::string job_id;            // named in checkpoint_dir/LOCK (checkpoint_lock.h)
@@ -45,18 +44,14 @@ struct TrainConfig {
   std::string comm_trace;
   int64_t log_every = 10;        // progress line every N steps (rank 0)
   int64_t eval_every = 0;        // also evaluate every N steps (0: per epoch only)
-  int64_t train_limit = -1;      // use only the first N training samples (-1: all)
   std::string hook;              // for the log and metrics
   // The hook's identity in checkpoints: its spec in canonical form (options
   // sorted), or "per_param" for the baseline without a hook.
   std::string hook_identity;
   std::string backend;
+  std::string model;             // "mlp", "cnn": the epoch lines' "model"
+  int threads = 1;               // per rank, for the start line
 };
-
-// Builds the gradient synchronization for a model (DDP + hook, or the
-// per-parameter baseline), after the model exists and before training.
-using SyncFactory = std::function<absl::StatusOr<std::unique_ptr<GradientSync>>(
-    nn::Mlp& model, std::shared_ptr<ProcessGroup> pg)>;
 
 struct TrainSummary {
   int64_t steps = 0;
@@ -65,13 +60,11 @@ struct TrainSummary {
   double wall_seconds = 0;
 };
 
-absl::StatusOr<TrainSummary> train(const TrainConfig& config,
-                                   std::shared_ptr<ProcessGroup> pg,
-                                   const SyncFactory& make_sync);
-
-// "2048,2048" -> {2048, 2048}; "" -> {} (a linear model). Errors name the
-// bad element.
-absl::StatusOr<std::vector<int64_t>> parse_hidden(const std::string& text);
+// Trains `step` on every rank of `pg` (collective); ends with a barrier, so
+// every rank returns together. Rank 0 prints the start, progress, epoch and
+// evaluation lines and writes --metrics_out.
+absl::StatusOr<TrainSummary> train(const TrainConfig& config, std::shared_ptr<ProcessGroup> pg,
+                                   TrainStep& step);
 
 }  // namespace ddpx::trainer
 

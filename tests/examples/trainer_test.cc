@@ -11,7 +11,7 @@
 #include "examples/nn/sgd.h"
 #include "examples/trainer/lr_schedule.h"
 #include "examples/trainer/metrics.h"
-#include "examples/trainer/trainer.h"
+#include "examples/trainer/mlp_step.h"
 #include "gtest/gtest.h"
 
 namespace ddpx::trainer {

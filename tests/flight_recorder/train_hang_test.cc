@@ -16,7 +16,7 @@ Scenario train(const std::string& fault, int rank = 2) {
   Scenario s;
   s.program = "examples/train";
   s.args = {"--hidden=64", "--batch_size=16", "--max_steps=12", "--train_limit=4096",
-            "--log_every=1000", "--blas_threads=1"};
+            "--log_every=1000", "--threads=1"};
   s.fault = fault;
   s.fault_rank = rank;
   s.fault_at = kStep;
