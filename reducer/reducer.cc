@@ -318,8 +318,9 @@ std::shared_ptr<Future<Tensor>> Reducer::run_hook(GradBucket& bucket) {
 }
 
 bool Reducer::divides_into_buckets(const Tensor& bucket) const {
-  // A device bucket is averaged by the collective (ReduceOp::AVG) instead;
-  // a hook gets the local gradients and averages as it chooses.
+  // A device bucket is averaged whole by allreduce_average (divided on the
+  // device, then summed); a hook gets the local gradients and averages as
+  // it chooses.
   return hook_ == nullptr && bucket.device().is_cpu() && pg_->size() > 1;
 }
 
