@@ -12,9 +12,11 @@ export PYTHONDONTWRITEBYTECODE=1
 case "${DDPX_SANITIZER:-}" in
   asan)
     # ASan's runtime must come first in the process; python3 is not built
-    # with it, so it is preloaded. CPython and torch keep memory until exit
-    # on purpose: leak reports would be theirs.
-    export LD_PRELOAD="$(g++ -print-file-name=libasan.so)${LD_PRELOAD:+:$LD_PRELOAD}"
+    # with it, so it is preloaded, and libstdc++ with it (python3 does not
+    # link it, and ASan's __cxa_throw interceptor needs the real one at
+    # start). CPython and torch keep memory until exit on purpose: leak
+    # reports would be theirs.
+    export LD_PRELOAD="$(g++ -print-file-name=libasan.so):$(g++ -print-file-name=libstdc++.so.6)${LD_PRELOAD:+:$LD_PRELOAD}"
     export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
     ;;
   tsan)
