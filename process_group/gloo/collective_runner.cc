@@ -241,7 +241,6 @@ void CollectiveRunner::scatter(const OpContext& c, const TensorList& outputs,
 
 void CollectiveRunner::alltoall(const OpContext& c, const TensorList& outputs,
                                 const TensorList& inputs) const {
-  // The event loop is alltoall's only path (execution_plan.cc).
   std::vector<int64_t> in_bytes, out_bytes;
   for (const Tensor& t : inputs) in_bytes.push_back(t.nbytes());
   for (const Tensor& t : outputs) out_bytes.push_back(t.nbytes());
@@ -253,7 +252,11 @@ void CollectiveRunner::alltoall(const OpContext& c, const TensorList& outputs,
   int64_t total_out = 0;
   for (int64_t b : out_bytes) total_out += b;
   std::vector<uint8_t> out_flat(total_out);
-  EventLoopPath(c).alltoallv(in_flat.data(), in_bytes, out_flat.data(), out_bytes);
+  if (plan_.choose(Collective::kAlltoall, 0) == Path::kSharedMemory) {
+    SharedMemoryPath(c).alltoall(in_flat.data(), in_bytes, out_flat.data(), out_bytes);
+  } else {
+    EventLoopPath(c).alltoallv(in_flat.data(), in_bytes, out_flat.data(), out_bytes);
+  }
   const uint8_t* src = out_flat.data();
   for (const Tensor& t : outputs) {
     copy_bytes(t, src);
@@ -264,6 +267,10 @@ void CollectiveRunner::alltoall(const OpContext& c, const TensorList& outputs,
 void CollectiveRunner::alltoall_base(const OpContext& c, const Tensor& output,
                                      const Tensor& input, const std::vector<int64_t>& out_bytes,
                                      const std::vector<int64_t>& in_bytes) const {
+  if (plan_.choose(Collective::kAlltoall, 0) == Path::kSharedMemory) {
+    SharedMemoryPath(c).alltoall(input.data(), in_bytes, output.data(), out_bytes);
+    return;
+  }
   bool equal = true;
   for (size_t r = 0; r < in_bytes.size(); ++r) {
     equal = equal && in_bytes[r] == in_bytes[0] && out_bytes[r] == in_bytes[0];

@@ -48,7 +48,7 @@ ExecutionPlan::ExecutionPlan(const GroupPaths& group)
   if (group.two_level) row(Collective::kAllreduce).push_back(Path::kTwoLevel);
   for (Collective op : {Collective::kAllreduce, Collective::kBroadcast, Collective::kReduce,
                         Collective::kAllgather, Collective::kReduceScatter,
-                        Collective::kBarrier}) {
+                        Collective::kAlltoall, Collective::kBarrier}) {
     if (shm) row(op).push_back(Path::kSharedMemory);
   }
   for (Collective op : {Collective::kAllreduce, Collective::kBroadcast, Collective::kAllgather,
@@ -97,7 +97,7 @@ bool ExecutionPlan::takes(Collective op, Path path, size_t nbytes) const {
       return true;
     case Collective::kReduce:
     case Collective::kAlltoall:
-      return false;  // not in their rows: Gloo has no classic class for them
+      return false;  // not on the sync pairs: Gloo has no classic class for them
   }
   return false;
 }

@@ -2,6 +2,7 @@
 
 #include "process_group/gloo/gloo_internal.h"
 #include "process_group/gloo/reduce_kernels.h"
+#include "process_group/shm/alltoall.h"
 
 namespace ddpx {
 
@@ -31,6 +32,11 @@ void SharedMemoryPath::reduce_scatter(const void* in, void* out, size_t count, D
                                       ReduceOp op) const {
   throw_if_error(
       shm::reduce_scatter(*c_.shm, in, out, count, reduction(dtype, op), c_.shm_deadline()));
+}
+
+void SharedMemoryPath::alltoall(const void* in, const std::vector<int64_t>& send_bytes, void* out,
+                                const std::vector<int64_t>& recv_bytes) const {
+  throw_if_error(shm::alltoall(*c_.shm, in, send_bytes, out, recv_bytes, c_.shm_deadline()));
 }
 
 void SharedMemoryPath::barrier() const { throw_if_error(shm::barrier(*c_.shm, c_.shm_deadline())); }

@@ -1,13 +1,15 @@
 // The shared-memory path of the Gloo backend's execution plan: the worker's
 // channel (process_group/shm/) for a group whose ranks all share one host.
-// It has allreduce, broadcast, reduce, allgather, reduce_scatter and
-// barrier, at every size. AVG reduces as SUM (CollectiveRunner divides).
+// It has allreduce, broadcast, reduce, allgather, reduce_scatter, alltoall
+// and barrier, at every size. AVG reduces as SUM (CollectiveRunner divides).
 // Failures are thrown as StatusError with the channel's decided status
 // (which names the timeout and the rank waited for).
 #ifndef DDPX_PROCESS_GROUP_GLOO_SHARED_MEMORY_PATH_H_
 #define DDPX_PROCESS_GROUP_GLOO_SHARED_MEMORY_PATH_H_
 
 #include <cstddef>
+#include <cstdint>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/options.h"
@@ -33,6 +35,10 @@ class SharedMemoryPath {
   void allgather(const void* in, void* out, size_t nbytes_per_rank) const;
   // `in` holds size chunks of `count` elements; `out` gets chunk rank's.
   void reduce_scatter(const void* in, void* out, size_t count, DType dtype, ReduceOp op) const;
+  // alltoall_base's bytes: `in` holds send_bytes[r] for rank r after the
+  // blocks for ranks before r; `out` gets recv_bytes[r] from rank r likewise.
+  void alltoall(const void* in, const std::vector<int64_t>& send_bytes, void* out,
+                const std::vector<int64_t>& recv_bytes) const;
   void barrier() const;
 
  private:

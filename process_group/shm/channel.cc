@@ -108,9 +108,9 @@ void prefetch_for_write(const void* line) {
 
 std::string OpDescription::str() const {
   const char* names[] = {"?", "allreduce", "reduce", "broadcast", "allgather", "reduce_scatter",
-                         "barrier"};
-  std::string out = names[kind <= kBarrier ? kind : 0];
-  if (kind != kBarrier) {
+                         "barrier", "alltoall"};
+  std::string out = names[kind <= kAlltoall ? kind : 0];
+  if (kind != kBarrier && kind != kAlltoall) {
     absl::StrAppend(&out, " of ", nbytes, nbytes == kMaxStampBytes ? "+" : "", " B");
   }
   if (kind == kReduce || kind == kBroadcast) absl::StrAppend(&out, " to/from root ", root);

@@ -93,9 +93,11 @@ struct WaitPolicy {
 
 // What one op is, as ranks compare it on a channel (Channel::begin_op).
 struct OpDescription {
-  enum Kind : uint8_t { kAllreduce = 1, kReduce, kBroadcast, kAllgather, kReduceScatter, kBarrier };
+  enum Kind : uint8_t {
+    kAllreduce = 1, kReduce, kBroadcast, kAllgather, kReduceScatter, kBarrier, kAlltoall
+  };
   Kind kind = kBarrier;
-  uint64_t nbytes = 0;  // per rank
+  uint64_t nbytes = 0;  // per rank (0 for alltoall, whose ranks' sizes differ)
   int root = -1;        // reduce, broadcast
   uint8_t reduction = 0;  // Reduction::code (dtype and reduce op), 0 if none
   // "broadcast of 64 B from root 1".

@@ -33,7 +33,7 @@ TEST(ExecutionPlan, SharedMemoryTakesEveryOpItHasAtEverySize) {
   g.shared_memory = true;
   const ExecutionPlan plan(g);
   for (C op : {C::kAllreduce, C::kBroadcast, C::kReduce, C::kAllgather, C::kReduceScatter,
-               C::kBarrier}) {
+               C::kAlltoall, C::kBarrier}) {
     EXPECT_EQ(plan.row(op), std::vector<P>{P::kSharedMemory}) << collective_name(op);
     for (size_t n : {size_t{0}, size_t{8}, 64 * MiB}) {
       EXPECT_EQ(plan.choose(op, n), P::kSharedMemory) << collective_name(op) << " " << n;
@@ -42,7 +42,6 @@ TEST(ExecutionPlan, SharedMemoryTakesEveryOpItHasAtEverySize) {
   // Ops the channel does not have keep the TCP paths.
   EXPECT_EQ(plan.row(C::kGather), (std::vector<P>{P::kSyncPairs, P::kEventLoop}));
   EXPECT_EQ(plan.row(C::kScatter), (std::vector<P>{P::kSyncPairs, P::kEventLoop}));
-  EXPECT_EQ(plan.row(C::kAlltoall), std::vector<P>{P::kEventLoop});
   EXPECT_TRUE(plan.allreduce_may_begin_here(1));
   EXPECT_FALSE(plan.allreduce_may_begin_here(2));
 }

@@ -162,6 +162,35 @@ TEST(ShmFaults, StoppedPeerFailsTheOthersWithinTheTimeout) {
   EXPECT_EQ(shm::count_segments(), before);
 }
 
+// An alltoall (shared memory since process_group/shm/alltoall.h) whose peer
+// died after the previous one: the others fail at once, naming the op and
+// the dead rank.
+TEST(ShmFaults, KilledPeerFailsAnAlltoallAtOnce) {
+  const int before = shm::count_segments();
+  const std::string store = tmp_path("alltoall_killed");
+  const auto t0 = Clock::now();
+  auto pids = fork_ranks(3, store, [](int rank, GlooBackend& b) {
+    Tensor in = Tensor::zeros({3 << 16}, DType::kFloat32);
+    Tensor out = Tensor::zeros({3 << 16}, DType::kFloat32);
+    if (!b.alltoall_base(out, in, {}, {}, {})->wait().ok()) return 10;
+    if (rank == 2) raise(SIGKILL);
+    AllToAllOptions o;
+    o.timeout = std::chrono::seconds(10);
+    absl::Status s = b.alltoall_base(out, in, {}, {}, o)->wait();
+    fprintf(stderr, "rank %d: %s\n", rank, s.ToString().c_str());
+    if (s.ok()) return 11;
+    const std::string m(s.message());
+    if (m.find("alltoall") == std::string::npos) return 13;
+    if (m.find("rank 2") == std::string::npos) return 14;
+    return 0;
+  });
+  EXPECT_EQ(wait_for(pids[2]).signal, SIGKILL);
+  EXPECT_EQ(wait_for(pids[0]).code, 0);
+  EXPECT_EQ(wait_for(pids[1]).code, 0);
+  EXPECT_LT(Clock::now() - t0, std::chrono::seconds(8));
+  EXPECT_EQ(shm::count_segments(), before);
+}
+
 // ---- A peer killed mid-op while its parent has not reaped it ---------------
 //
 // Job runners (Python's subprocess.Popen among them) reap a dead child only
