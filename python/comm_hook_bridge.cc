@@ -36,50 +36,36 @@
 #include "hooks/comm_hook.h"
 #include "hooks/registry.h"
 #include "python/csrc/group_lookup.h"
+#include "reducer/torch/tensor_bridge.h"
 
 namespace ddpx_torch {
 namespace {
 
 namespace py = pybind11;
 
-ddpx::DType hook_dtype(const at::Tensor& t, const std::string& what) {
+// A ddpx tensor over `t`'s memory (reducer/torch/tensor_bridge.h); whoever
+// calls keeps `t` alive. ddpx's hooks take floating-point CPU buckets only.
+ddpx::Tensor borrow(const at::Tensor& t, const std::string& what) {
   switch (t.scalar_type()) {
-    case c10::ScalarType::Float: return ddpx::DType::kFloat32;
-    case c10::ScalarType::Double: return ddpx::DType::kFloat64;
-    case c10::ScalarType::Half: return ddpx::DType::kFloat16;
-    case c10::ScalarType::BFloat16: return ddpx::DType::kBFloat16;
+    case c10::ScalarType::Float:
+    case c10::ScalarType::Double:
+    case c10::ScalarType::Half:
+    case c10::ScalarType::BFloat16:
+      break;
     default:
       throw std::invalid_argument(absl::StrCat(
           "ddpx comm hook: ", what, " is ", c10::toString(t.scalar_type()),
           "; ddpx's hooks take float32, float64, float16 and bfloat16 buckets"));
   }
-}
-
-c10::ScalarType torch_dtype(ddpx::DType t) {
-  switch (t) {
-    case ddpx::DType::kFloat32: return c10::ScalarType::Float;
-    case ddpx::DType::kFloat64: return c10::ScalarType::Double;
-    case ddpx::DType::kFloat16: return c10::ScalarType::Half;
-    case ddpx::DType::kBFloat16: return c10::ScalarType::BFloat16;
-    case ddpx::DType::kInt8: return c10::ScalarType::Char;
-    case ddpx::DType::kUInt8: return c10::ScalarType::Byte;
-    case ddpx::DType::kInt32: return c10::ScalarType::Int;
-    case ddpx::DType::kInt64: return c10::ScalarType::Long;
-  }
-  return c10::ScalarType::Undefined;
-}
-
-// A ddpx tensor over `t`'s memory; whoever calls keeps `t` alive.
-ddpx::Tensor borrow(const at::Tensor& t, const std::string& what) {
   if (!t.device().is_cpu()) {
     throw std::invalid_argument(absl::StrCat("ddpx comm hook: ", what, " is on ", t.device().str(),
                                              "; the ddpx backend takes CPU tensors"));
   }
-  if (!t.is_contiguous()) {
-    throw std::invalid_argument(absl::StrCat("ddpx comm hook: ", what, " is not contiguous"));
+  absl::StatusOr<ddpx::Tensor> borrowed = ddpx::torch::borrow(t, what);
+  if (!borrowed.ok()) {
+    throw std::invalid_argument(absl::StrCat("ddpx comm hook: ", borrowed.status().message()));
   }
-  return ddpx::Tensor::from_blob(t.data_ptr(), ddpx::Shape(t.sizes().begin(), t.sizes().end()),
-                                 hook_dtype(t, what));
+  return *std::move(borrowed);
 }
 
 // Everything one bucket's hook run needs after runHook has returned (torch's
@@ -123,13 +109,10 @@ std::unique_ptr<Launch> prepare(c10d::GradBucket& bucket) {
 // reduced in place, else a tensor over the result's memory that keeps it.
 at::Tensor to_torch(const ddpx::Tensor& result, const at::Tensor& buffer) {
   if (result.data() == buffer.data_ptr() && result.numel() == buffer.numel() &&
-      torch_dtype(result.dtype()) == buffer.scalar_type()) {
+      ddpx::torch::to_torch(result.dtype()) == buffer.scalar_type()) {
     return buffer;
   }
-  std::shared_ptr<ddpx::Storage> storage = result.storage();
-  return at::from_blob(result.data(), std::vector<int64_t>(result.shape().begin(), result.shape().end()),
-                       [storage](void*) {},
-                       at::TensorOptions().dtype(torch_dtype(result.dtype())).device(at::kCPU));
+  return ddpx::torch::as_torch(result);
 }
 
 class RegistryCommHook : public c10d::CommHookInterface {

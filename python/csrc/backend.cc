@@ -174,15 +174,26 @@ c10::intrusive_ptr<c10d::Work> DdpxBackend::all_gather_single(at::Tensor& output
 c10::intrusive_ptr<c10d::Work> DdpxBackend::allgather_coalesced(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
-  TORCH_CHECK(outputs.size() == inputs.size(), "ddpx: all_gather_coalesced: ", outputs.size(),
-              " output lists for ", inputs.size(), " inputs");
+  // torch's layout (ProcessGroupGloo::allgather_coalesced checks the same):
+  // outputs[r][i] receives rank r's input i.
+  check_not_empty(inputs.size(), "all_gather_coalesced", "input tensors");
+  TORCH_CHECK(outputs.size() == static_cast<size_t>(size_), "ddpx: all_gather_coalesced: ",
+              outputs.size(), " output lists for a group of ", size_,
+              " ranks (one list per rank, each with one tensor per input)");
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    TORCH_CHECK(outputs[r].size() == inputs.size(), "ddpx: all_gather_coalesced: output list ",
+                r, " holds ", outputs[r].size(), " tensors for ", inputs.size(), " inputs");
+  }
   auto staging = std::make_shared<Staging>("all_gather_coalesced");
   ddpx::AllgatherOptions o;
   o.timeout = op_timeout(opts.timeout);
   WorkList parts;
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string n = std::to_string(i);
-    std::vector<ddpx::TensorList> out = {staging->outputs(outputs[i], "output list " + n + ", tensor")};
+    std::vector<at::Tensor> gathered;  // input i from every rank, in rank order
+    for (auto& list : outputs) gathered.push_back(list[i]);
+    std::vector<ddpx::TensorList> out = {
+        staging->outputs(gathered, "output for input " + n + ", rank")};
     parts.push_back(group_->allgather(out, {staging->input(inputs[i], "input " + n)}, o));
   }
   return launch(c10d::OpType::ALLGATHER_COALESCED, "ddpx:all_gather_coalesced", flatten(outputs),

@@ -6,6 +6,7 @@
 #include <Python.h>
 
 #include "absl/strings/str_cat.h"
+#include "python/csrc/completion_pool.h"
 #include <ATen/core/jit_type.h>
 #include <c10/util/Exception.h>
 
@@ -66,7 +67,7 @@ c10::intrusive_ptr<c10d::Work> TorchWork::track(c10::intrusive_ptr<TorchWork> wo
   }
   work->holders_->add(parts.size());
   if (parts.empty()) {
-    work->part_done(absl::OkStatus());
+    work->complete();  // not handed out yet: nobody can have a callback on it
     return work;
   }
   for (const auto& part : parts) {
@@ -76,7 +77,24 @@ c10::intrusive_ptr<c10d::Work> TorchWork::track(c10::intrusive_ptr<TorchWork> wo
     part->get_future()->add_callback(
         [work, holders = work->holders_](ddpx::Future<ddpx::TensorList>& done) mutable {
           completing_a_work = true;
-          work->part_done(done.status());
+          if (work->part_done(done.status())) {
+            std::unique_lock<std::mutex> lock(work->future_mu_);
+            if (work->future_handed_out_) {
+              lock.unlock();
+              // Its callbacks may wait on further ops of this group: not on
+              // this worker. The completion thread takes over this hold.
+              run_off_worker([work = std::move(work), holders]() mutable {
+                completing_a_work = true;
+                work->complete();
+                completing_a_work = false;
+                release_on_background_thread(work);
+                holders->drop();
+              });
+              completing_a_work = false;
+              return;
+            }
+            work->complete();
+          }
           completing_a_work = false;
           release_on_background_thread(work);
           holders->drop();
@@ -85,12 +103,22 @@ c10::intrusive_ptr<c10d::Work> TorchWork::track(c10::intrusive_ptr<TorchWork> wo
   return work;
 }
 
-void TorchWork::part_done(const absl::Status& status) {
+c10::intrusive_ptr<c10::ivalue::Future> TorchWork::getFuture() {
+  std::lock_guard<std::mutex> lock(future_mu_);
+  future_handed_out_ = true;
+  return future_;
+}
+
+bool TorchWork::part_done(const absl::Status& status) {
+  std::lock_guard<std::mutex> lock(parts_mu_);
+  if (!status.ok() && first_error_.ok()) first_error_ = status;
+  return remaining_ > 0 && --remaining_ == 0;
+}
+
+void TorchWork::complete() {
   absl::Status error;
   {
     std::lock_guard<std::mutex> lock(parts_mu_);
-    if (!status.ok() && first_error_.ok()) first_error_ = status;
-    if (remaining_ > 0 && --remaining_ > 0) return;
     error = first_error_;
   }
   // The future first, as torch's Gloo does: once wait() returns, the

@@ -8,6 +8,16 @@
 // raised by wait() and set on the future as a DistBackendError (a
 // RuntimeError in Python) whose message is ddpx's: the op, its sequence
 // number and the ranks it waited for.
+//
+// Where the future completes: a future nobody has asked for (getFuture()
+// not called, as for a plain `dist.all_reduce(t)`) has no callbacks, so the
+// ddpx thread that finished the last part completes it and the Work inline,
+// and wait() pays no hand-off. Once getFuture() has handed it out, callbacks
+// may be attached, and they may issue and wait on further ops of this group;
+// the Work and its future then complete on a completion thread
+// (python/csrc/completion_pool.h), never on the ddpx worker that still
+// holds the group's turn. Either way the future completes before the Work,
+// so once wait() returns the future is done too, as with torch's Gloo.
 #ifndef DDPX_PYTHON_CSRC_TORCH_WORK_H_
 #define DDPX_PYTHON_CSRC_TORCH_WORK_H_
 
@@ -60,7 +70,7 @@ class TorchWork : public c10d::Work {
                                               std::vector<std::shared_ptr<ddpx::Work>> parts);
 
   std::vector<at::Tensor> result() override { return outputs_; }
-  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
+  c10::intrusive_ptr<c10::ivalue::Future> getFuture() override;
   int sourceRank() const override;
   void abort() override;
   uint64_t getSequencenumber() const override { return sequence_number_; }
@@ -83,7 +93,10 @@ class TorchWork : public c10d::Work {
     size_t count_ = 0;
   };
 
-  void part_done(const absl::Status& status);
+  // Records one part's end; true for the last part.
+  bool part_done(const absl::Status& status);
+  // Copies staged outputs back, completes the future, then the Work.
+  void complete();
 
   const std::vector<at::Tensor> outputs_;
   const std::shared_ptr<Staging> staging_;
@@ -94,6 +107,11 @@ class TorchWork : public c10d::Work {
   mutable std::mutex parts_mu_;  // parts_, first_error_, remaining_
   absl::Status first_error_;
   size_t remaining_ = 0;
+  // Guards future_handed_out_ and, for a future not handed out, its inline
+  // completion: getFuture() cannot hand it out (and let callbacks be
+  // attached) while a ddpx worker is completing it.
+  std::mutex future_mu_;
+  bool future_handed_out_ = false;
   // Shared with the callbacks, which open it after letting go of the Work.
   const std::shared_ptr<Holders> holders_ = std::make_shared<Holders>();
 };

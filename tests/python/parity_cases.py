@@ -160,6 +160,15 @@ def run_all(ddpx_group, gloo_group):
                        all_gather_into_tensor_coalesced):
             c.lists(f"all_gather_into_tensor coalesced {name}", *r)
 
+        def all_gather_coalesced(group):
+            # torch's layout: outs[r][i] receives rank r's input i.
+            inputs = [values(dtype, 3, rank, salt=8), values(dtype, 4, rank, salt=9).reshape(2, 2)]
+            outs = [[torch.zeros_like(t) for t in inputs] for _ in range(n)]
+            dist.all_gather_coalesced(outs, inputs, group=group)
+            return [t for per_rank in outs for t in per_rank]
+        if r := c.both(f"all_gather_coalesced {name}", all_gather_coalesced):
+            c.lists(f"all_gather_coalesced {name}", *r)
+
         for op in ("SUM", "MIN"):
             def reduce_scatter(group, op=op):
                 out = torch.zeros(5, dtype=dtype)

@@ -46,19 +46,18 @@ SELECTED = [
     "test_all_reduce_min", "test_all_reduce_full_group_max", "test_all_reduce_sum_complex",
     "test_all_reduce_complex_unsupported_ops", "test_scatter", "test_scatter_checks",
     "test_gather", "test_gather_checks", "test_all_gather", "test_all_gather_complex",
+    "test_all_gather_coalesced_simple", "test_all_gather_coalesced_with_empty",
     "test_send_recv", "test_send_recv_any_source", "test_send_recv_with_tag", "test_isend",
     "test_irecv", "test_all_gather_object_default_pg", "test_DistributedDataParallelCPU",
     "test_DistributedDataParallelCPU_grad_is_view", "test_static_graph_api_cpu",
 ]
 
-# With DDPX_TORCH_SUITE=all as well: more cases that pass, the three that
-# fail on ddpx, and cases torch skips for any backend but Gloo/MPI or
+# With DDPX_TORCH_SUITE=all as well: more cases that pass, the one that
+# fails on ddpx, and cases torch skips for any backend but Gloo/MPI or
 # without GPUs (docs/python.md gives each one's result and reason).
 MORE = [
     "test_reduce_product", "test_reduce_min", "test_reduce_sum_twice", "test_all_reduce_max",
-    "test_scatter_complex",
-    "test_all_gather_coalesced_simple", "test_all_gather_coalesced_with_empty",
-    "test_ddp_logging_data_cpu",
+    "test_scatter_complex", "test_ddp_logging_data_cpu",
     "test_all_reduce_coalesced_sum", "test_all_to_all_single_unequal_split", "test_all_to_all",
     "test_get_future", "test_scatter_object_list", "test_broadcast_object_list",
     "test_gather_object", "test_monitored_barrier_gloo", "test_barrier_timeout_global",

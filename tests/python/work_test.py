@@ -88,6 +88,37 @@ def failure(rank, world_size, init_method):
     return seen
 
 
+def nested_in_callback(rank, world_size, init_method):
+    """A future callback that issues another collective on the same group
+    and waits for it, as torch's powerSGD_hook does, nested twice: each must
+    finish, with the right sums. One chain at a time: callbacks of ops in
+    flight together run in no set order, so their nested ops could pair up
+    differently on each rank (with Gloo too)."""
+    dist = harness.init(rank, world_size, init_method)
+    import torch
+
+    def allreduce_and_wait(t):
+        return dist.all_reduce(t, async_op=True).get_future().wait()[0]
+
+    def second(fut):
+        return allreduce_and_wait(fut.value()[0] + 1)
+
+    def third(fut):
+        return allreduce_and_wait(fut.value() * 2)
+
+    seen = {"chains": []}
+    for i in range(4):
+        t = torch.full((1000 * (i + 1),), float(i + rank))
+        chain = dist.all_reduce(t, async_op=True).get_future().then(second).then(third)
+        seen["chains"].append(chain.wait()[0].item())
+    # A plain op after the chains: the group is free again.
+    x = torch.ones(3)
+    dist.all_reduce(x)
+    seen["after"] = x.tolist()
+    dist.destroy_process_group()
+    return seen
+
+
 class WorkTest(unittest.TestCase):
     maxDiff = None
 
@@ -107,6 +138,12 @@ class WorkTest(unittest.TestCase):
             self.assertEqual(seen["in flight"], [2.0 * i + 1 for i in range(8)])
             self.assertTrue(seen["all completed"])
             self.assertGreaterEqual(seen["sequence number"], 12)
+
+    def test_future_callback_may_wait_on_another_collective(self):
+        for seen in harness.run_ranks(nested_in_callback, 2):
+            # Sums on 2 ranks: 2i + 1, then 2 (2i + 2), then 2 (2 (4i + 4)).
+            self.assertEqual(seen["chains"], [4.0 * (2 * (2 * i + 1) + 2) for i in range(4)])
+            self.assertEqual(seen["after"], [2.0] * 3)
 
     def test_failed_work_raises_and_keeps_its_exception(self):
         seen = harness.run_ranks(failure, 2)[0]
