@@ -32,8 +32,11 @@ SPECS = ["fp16", "int8", "powersgd:rank=2,start_iter=10"]
 
 
 def reference_binary():
+    # Under bazel test the binary is in the runfiles (a data dependency).
+    root = (os.path.join(os.environ["TEST_SRCDIR"], os.environ.get("TEST_WORKSPACE", "ddpx"))
+            if "TEST_SRCDIR" in os.environ else ddp_common.ROOT)
     path = os.environ.get("DDP_HOOK_REFERENCE") or os.path.join(
-        ddp_common.ROOT, "tests", "python", "ddp_hook_reference")
+        root, "tests", "python", "ddp_hook_reference")
     if not os.access(path, os.X_OK):
         raise RuntimeError(f"{path} is missing: bazel build //tests/python:ddp_hook_reference "
                            "or set DDP_HOOK_REFERENCE")
