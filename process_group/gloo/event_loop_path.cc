@@ -29,15 +29,7 @@ bool overlaps(const void* a, size_t a_bytes, const void* b, size_t b_bytes) {
 
 void EventLoopPath::allreduce(AllreduceAlgorithm algorithm, void* data, size_t count,
                               DType dtype, ReduceOp op) const {
-  AllreduceCall call;
-  call.context = c_.context;
-  call.buffers = {data};
-  call.count = count;
-  call.dtype = dtype;
-  call.op = op;
-  call.tag = c_.tag;
-  call.timeout = c_.timeout;
-  run_allreduce(algorithm, call);
+  run_allreduce(algorithm, c_.allreduce_call(c_.context, data, count, dtype, op));
 }
 
 void EventLoopPath::broadcast(void* data, size_t nbytes, int root) const {
@@ -88,15 +80,7 @@ void EventLoopPath::reduce_scatter(const void* in, void* out, size_t count, DTyp
   const int size = c_.context->size;
   const size_t chunk_bytes = count * dtype_size(dtype);
   uint8_t* spare = static_cast<uint8_t*>(scratch);
-  ReduceScatterCall call;
-  call.context = c_.context;
-  call.input = in;
-  call.output = out;
-  call.count = count;
-  call.dtype = dtype;
-  call.op = op;
-  call.tag = tag;
-  call.timeout = c_.timeout;
+  ReduceScatterCall call = c_.reduce_scatter_call(c_.context, in, out, count, dtype, op, tag);
   const bool aliased = overlaps(in, chunk_bytes * size, out, chunk_bytes);
   if (size > 2) {
     call.scratch = spare;

@@ -1,6 +1,7 @@
 #include "process_group/gloo/op_context.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "process_group/gloo/sync_pairs.h"
 
@@ -13,6 +14,35 @@ std::shared_ptr<gloo::Context> OpContext::sync_pairs() const {
     *sync_timeout = timeout;
   }
   return sync_context;
+}
+
+AllreduceCall OpContext::allreduce_call(std::shared_ptr<gloo::Context> on, void* data,
+                                        size_t count, DType dtype, ReduceOp op) const {
+  AllreduceCall call;
+  call.context = std::move(on);
+  call.buffers = {data};
+  call.count = count;
+  call.dtype = dtype;
+  call.op = op;
+  call.tag = tag;
+  call.timeout = timeout;
+  return call;
+}
+
+ReduceScatterCall OpContext::reduce_scatter_call(std::shared_ptr<gloo::Context> on,
+                                                 const void* in, void* out, size_t count,
+                                                 DType dtype, ReduceOp op,
+                                                 uint32_t op_tag) const {
+  ReduceScatterCall call;
+  call.context = std::move(on);
+  call.input = in;
+  call.output = out;
+  call.count = count;
+  call.dtype = dtype;
+  call.op = op;
+  call.tag = op_tag;
+  call.timeout = timeout;
+  return call;
 }
 
 Tensor OpContext::scratch_for(int64_t numel, DType dtype) const {

@@ -9,7 +9,11 @@
 #include <cstdint>
 #include <memory>
 
+#include "core/dtype.h"
+#include "core/options.h"
 #include "core/tensor.h"
+#include "process_group/gloo/allreduce_algorithms.h"
+#include "process_group/gloo/reduce_scatter_ring.h"
 #include "process_group/shm/collectives.h"
 #include "store/store.h"
 
@@ -53,6 +57,17 @@ struct OpContext {
   // receive timeouts set to the op's: the classic classes wait on a sync
   // pair as long as its socket allows, so they run there only.
   std::shared_ptr<gloo::Context> sync_pairs() const;
+
+  // The op's allreduce of `data` (`count` elements) and reduce-scatter of
+  // `in` into `out` (`count` elements per rank) on `on` (the event-loop
+  // context or sync_pairs()), with the op's tag and timeout; the
+  // reduce-scatter's `tag` is one of the op's (an op over a list gives each
+  // tensor its own).
+  AllreduceCall allreduce_call(std::shared_ptr<gloo::Context> on, void* data, size_t count,
+                               DType dtype, ReduceOp op) const;
+  ReduceScatterCall reduce_scatter_call(std::shared_ptr<gloo::Context> on, const void* in,
+                                        void* out, size_t count, DType dtype, ReduceOp op,
+                                        uint32_t tag) const;
 
   // A 1-D tensor of `numel` elements over the worker's reusable buffer,
   // grown when too small: staging copies then fault in fresh pages once per

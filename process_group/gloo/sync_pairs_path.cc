@@ -8,14 +8,7 @@ namespace ddpx {
 
 void SyncPairsPath::allreduce(const AllreducePlan& plan, size_t piece_bytes, void* data,
                               size_t count, DType dtype, ReduceOp op) const {
-  AllreduceCall call;
-  call.context = c_.sync_pairs();
-  call.buffers = {data};
-  call.count = count;
-  call.dtype = dtype;
-  call.op = op;
-  call.tag = c_.tag;
-  call.timeout = c_.timeout;
+  const AllreduceCall call = c_.allreduce_call(c_.sync_pairs(), data, count, dtype, op);
   if (plan.where == AllreducePlan::Where::kSyncPieces) {
     run_allreduce_in_pieces(plan.algorithm, call, piece_bytes);
   } else {
@@ -33,16 +26,8 @@ void SyncPairsPath::allgather(const void* in, void* out, size_t nbytes_per_rank)
 
 void SyncPairsPath::reduce_scatter(const void* in, void* out, size_t count, DType dtype,
                                    ReduceOp op, void* scratch) const {
-  ReduceScatterCall call;
-  call.context = c_.sync_pairs();
-  call.input = in;
-  call.output = out;
-  call.count = count;
-  call.dtype = dtype;
-  call.op = op;
-  call.tag = c_.tag;
-  call.timeout = c_.timeout;
-  run_reduce_scatter_halving_doubling(call, scratch);
+  run_reduce_scatter_halving_doubling(
+      c_.reduce_scatter_call(c_.sync_pairs(), in, out, count, dtype, op, c_.tag), scratch);
 }
 
 void SyncPairsPath::gather(const void* in, void* out, size_t nbytes_per_rank, int root) const {
