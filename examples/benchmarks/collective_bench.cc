@@ -240,7 +240,7 @@ void bench_allreduce(Job& job, Results& r) {
     Tensor t = Tensor::zeros({static_cast<int64_t>(count)}, DType::kFloat32);
     // Zeroed like the tensor: the same arithmetic.
     std::vector<float> raw_buf(count, 0.0f), control_buf(count, 0.0f);
-    const size_t piece_bytes = job.ours->sync_piece_bytes();
+    const size_t piece_bytes = job.ours->execution_plan().sync_piece_bytes();
     const GlooBackend::AllreducePlan plan = job.ours->allreduce_plan(count * 4);
     const AllreduceAlgorithm chosen = plan.algorithm;
     std::vector<AllreduceAlgorithm> algorithms;

@@ -63,9 +63,10 @@ size_t allreduce_segment_bytes(AllreduceAlgorithm algorithm);
 
 // The algorithm the measured table (allreduce_algorithms.cc) picks for a
 // message of `nbytes` on `world_size` ranks; `classic_allowed` false (the
-// group has no sync pairs) limits the choice to the unbound-buffer ones. `sync_piece_bytes` is the
-// backend's sync_piece_bytes() (sync_pairs.h): nonzero when large classic
-// allreduces can run on sync pairs in pieces, which changes the table.
+// group has no sync pairs) limits the choice to the unbound-buffer ones.
+// `sync_piece_bytes` is the plan's sync_piece_bytes() (execution_plan.h):
+// nonzero when large classic allreduces can run on sync pairs in pieces,
+// which changes the table.
 AllreduceAlgorithm choose_allreduce_algorithm(size_t nbytes, int world_size,
                                               bool classic_allowed, size_t sync_piece_bytes);
 

@@ -71,9 +71,6 @@ class GlooBackend : public Backend {
   // What the sync pairs may carry, agreed by all ranks at rendezvous
   // (sync_pairs.h; zeros when sync_max_bytes is 0 or on one rank).
   const SyncPairLimits& sync_limits() const { return sync_limits_; }
-  // The piece size of large halving-doubling allreduces on the sync pairs,
-  // 0 when they do not take pieces (the same on every rank).
-  size_t sync_piece_bytes() const { return ddpx::sync_piece_bytes(size(), sync_limits_); }
   // Whether the shared-memory path is on for this group, and if not, why
   // (off by option, ranks on several hosts, or the setup error).
   bool uses_shared_memory() const { return shm_ != nullptr; }

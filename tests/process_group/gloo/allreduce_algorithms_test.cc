@@ -135,7 +135,7 @@ TEST(AllreducePlan, ClassicAlgorithmsRunOnTheSyncPairsOnly) {
     const auto huge = b.allreduce_plan(size_t{64} << 20);
     EXPECT_EQ(huge.algorithm, A::kGlooRing4M);
     EXPECT_EQ(huge.where, Where::kEventLoop);
-    if (b.sync_piece_bytes() > 0) {
+    if (b.execution_plan().sync_piece_bytes() > 0) {
       const auto pieces = b.allreduce_plan(size_t{8} << 20);
       EXPECT_EQ(pieces.algorithm, A::kHalvingDoubling);
       EXPECT_EQ(pieces.where, Where::kSyncPieces);

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "process_group/gloo/gloo_backend.h"
+#include "process_group/gloo/sync_pairs.h"
 #include "tests/process_group/gloo/gloo_test_util.h"
 
 namespace ddpx {
@@ -116,7 +117,7 @@ TEST(ExecutionPlan, ABackendMakesItsPlanWhenTheGroupForms) {
     EXPECT_EQ(plan.row(C::kBroadcast), (std::vector<P>{P::kSyncPairs, P::kEventLoop}))
         << plan.str();
     EXPECT_EQ(plan.group().sync_limits.max_bytes, b.sync_limits().max_bytes);
-    EXPECT_EQ(plan.sync_piece_bytes(), b.sync_piece_bytes());
+    EXPECT_EQ(plan.sync_piece_bytes(), sync_piece_bytes(2, b.sync_limits()));
   });
 }
 

@@ -275,7 +275,7 @@ TEST(SyncPairs, SilentPeerFailsTheOpWithinTheGroupTimeout) {
     SCOPED_TRACE(std::to_string(floats) + " floats");
     size_t piece_bytes = 0;
     auto outcomes = run_with_a_silent_rank(3, [&](GlooBackend& b) {
-      if (b.rank() == 0) piece_bytes = b.sync_piece_bytes();
+      if (b.rank() == 0) piece_bytes = b.execution_plan().sync_piece_bytes();
       return b.allreduce({Tensor::zeros({floats}, DType::kFloat32)}, {});
     }, local_gloo_options(), kTimeout);
     for (const OpOutcome& o : outcomes) {
@@ -341,15 +341,16 @@ TEST(SyncPairs, BackendAgreesOnLimitsAndLargeAllreducesAreExact) {
       const SyncPairLimits limits = b.sync_limits();
       EXPECT_EQ(limits.max_bytes, kSyncPairMaxMessageBytes);
       EXPECT_GT(limits.send_capacity, 0u);
-      EXPECT_EQ(b.sync_piece_bytes(), sync_piece_bytes(size, limits));
+      const size_t piece_bytes = b.execution_plan().sync_piece_bytes();
+      EXPECT_EQ(piece_bytes, sync_piece_bytes(size, limits));
       {
         std::lock_guard<std::mutex> lock(mu);
         seen.push_back(limits);
       }
       if (b.rank() == 0) {
         printf("%d ranks: send capacity %zu B, pieces of %zu B%s\n", size,
-               limits.send_capacity, b.sync_piece_bytes(),
-               b.sync_piece_bytes() == 0 ? " (none: large ops use the event-loop table)" : "");
+               limits.send_capacity, piece_bytes,
+               piece_bytes == 0 ? " (none: large ops use the event-loop table)" : "");
       }
       const int64_t large = 2 * std::max<int64_t>(kLimitFloats, 1 << 18) + 4321;
       for (auto [op, dtype] : {std::pair{ReduceOp::SUM, DType::kFloat32},
@@ -374,7 +375,7 @@ TEST(SyncPairs, BackendAgreesOnLimitsAndLargeAllreducesAreExact) {
   off.sync_max_bytes = 0;
   run_gloo_backends(2, [&](GlooBackend& b) {
     EXPECT_EQ(b.sync_limits().send_capacity, 0u);
-    EXPECT_EQ(b.sync_piece_bytes(), 0u);
+    EXPECT_EQ(b.execution_plan().sync_piece_bytes(), 0u);
   }, off);
 }
 
