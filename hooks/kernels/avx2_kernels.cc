@@ -133,12 +133,12 @@ DDPX_AVX2 void bfloat16_to_float(const uint16_t* src, float* dst, int64_t n) {
   scalar_path::bfloat16_to_float(src + i, dst + i, n - i);
 }
 
-DDPX_AVX2 void divide(float* data, int64_t n, float divisor) {
+DDPX_AVX2 void divide(const float* src, float* dst, int64_t n, float divisor) {
   const __m256 d = _mm256_set1_ps(divisor);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8)
-    _mm256_storeu_ps(data + i, _mm256_div_ps(_mm256_loadu_ps(data + i), d));
-  scalar_path::divide(data + i, n - i, divisor);
+    _mm256_storeu_ps(dst + i, _mm256_div_ps(_mm256_loadu_ps(src + i), d));
+  scalar_path::divide(src + i, dst + i, n - i, divisor);
 }
 
 DDPX_AVX2 void add_into(float* acc, const float* src, int64_t n) {

@@ -102,7 +102,11 @@ void bfloat16_to_float(const uint16_t* src, float* dst, int64_t n, Isa isa) {
 }
 
 void divide(float* data, int64_t n, float divisor, Isa isa) {
-  DDPX_DISPATCH(isa, divide, data, n, divisor);
+  DDPX_DISPATCH(isa, divide, data, data, n, divisor);
+}
+
+void divide_into(const float* src, float* dst, int64_t n, float divisor, Isa isa) {
+  DDPX_DISPATCH(isa, divide, src, dst, n, divisor);
 }
 
 void add_into(float* acc, const float* src, int64_t n, Isa isa) {

@@ -48,6 +48,9 @@ void bfloat16_to_float(const uint16_t* src, float* dst, int64_t n,
 // ---- reduction helpers ---------------------------------------------------
 // data[i] = data[i] / divisor (a true division, as torch's div_ does).
 void divide(float* data, int64_t n, float divisor, Isa isa = best_isa());
+// dst[i] = src[i] / divisor in one pass (the reducer's copy into its bucket).
+void divide_into(const float* src, float* dst, int64_t n, float divisor,
+                 Isa isa = best_isa());
 // acc[i] = acc[i] + src[i].
 void add_into(float* acc, const float* src, int64_t n, Isa isa = best_isa());
 

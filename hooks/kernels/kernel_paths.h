@@ -18,7 +18,8 @@ namespace kernels {
   void float_to_bfloat16(const float* src, uint16_t* dst, int64_t n,         \
                          float divisor);                                     \
   void bfloat16_to_float(const uint16_t* src, float* dst, int64_t n);        \
-  void divide(float* data, int64_t n, float divisor);                        \
+  /* dst[i] = src[i] / divisor; src may be dst. */                          \
+  void divide(const float* src, float* dst, int64_t n, float divisor);       \
   void add_into(float* acc, const float* src, int64_t n);                    \
   /* min/max before canonicalization; any_nan set if an element is NaN. */  \
   void min_max(const float* src, int64_t n, float* min, float* max,          \

@@ -35,8 +35,8 @@ void bfloat16_to_float(const uint16_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = bfloat16_bits_to_float(src[i]);
 }
 
-void divide(float* data, int64_t n, float divisor) {
-  for (int64_t i = 0; i < n; ++i) data[i] = data[i] / divisor;
+void divide(const float* src, float* dst, int64_t n, float divisor) {
+  for (int64_t i = 0; i < n; ++i) dst[i] = src[i] / divisor;
 }
 
 void add_into(float* acc, const float* src, int64_t n) {

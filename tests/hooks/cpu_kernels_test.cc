@@ -157,11 +157,13 @@ TEST(ReductionHelpers, DivideAndAddMatchScalarBitForBit) {
     for (auto& v : x) v = normal(rng);
     for (auto& v : y) v = normal(rng);
     for (Isa isa : {kScalar, kAvx2}) {
-      std::vector<float> d = x, s = x;
+      std::vector<float> d = x, s = x, into(n, -1.0f);
       divide(d.data(), n, 3.0f, isa);
+      divide_into(x.data(), into.data(), n, 3.0f, isa);
       add_into(s.data(), y.data(), n, isa);
       for (int64_t i = 0; i < n; ++i) {
         ASSERT_EQ(bits_of(d[i]), bits_of(x[i] / 3.0f)) << isa_name(isa);
+        ASSERT_EQ(bits_of(into[i]), bits_of(x[i] / 3.0f)) << isa_name(isa);
         ASSERT_EQ(bits_of(s[i]), bits_of(x[i] + y[i])) << isa_name(isa);
       }
     }
