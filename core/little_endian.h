@@ -1,11 +1,13 @@
-// Fixed-width little-endian integers in byte buffers, whatever the host's
-// byte order: the store's wire protocol and file store, the trainer's
-// checkpoint headers. Byte by byte (no memcpy of the host's integer), so the
+// Fixed-width little-endian integers in byte buffers and streams, whatever
+// the host's byte order: the store's wire protocol and file store, the
+// trainers' checkpoints, DDP's saved state. Byte by byte (no memcpy of the host's integer), so the
 // bytes are the same on every machine.
 #ifndef DDPX_CORE_LITTLE_ENDIAN_H_
 #define DDPX_CORE_LITTLE_ENDIAN_H_
 
 #include <cstdint>
+#include <istream>
+#include <ostream>
 #include <string>
 
 namespace ddpx {
@@ -34,6 +36,20 @@ inline void append_u32(uint32_t v, std::string* out) { append(v, 4, out); }
 inline void append_u64(uint64_t v, std::string* out) { append(v, 8, out); }
 inline uint32_t read_u32(const void* in) { return static_cast<uint32_t>(read(in, 4)); }
 inline uint64_t read_u64(const void* in) { return read(in, 8); }
+
+// The same 8 bytes written to a stream, and read from one: false (and `v`
+// untouched) when fewer than 8 bytes follow.
+inline void put_u64(std::ostream& out, uint64_t v) {
+  char b[8];
+  write_u64(v, b);
+  out.write(b, 8);
+}
+inline bool get_u64(std::istream& in, uint64_t* v) {
+  char b[8];
+  if (!in.read(b, 8)) return false;
+  *v = read_u64(b);
+  return true;
+}
 
 }  // namespace little_endian
 }  // namespace ddpx

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/little_endian.h"
 #include "examples/nn/loss.h"
 #include "examples/nn/serialize.h"
 
@@ -83,7 +84,7 @@ Mlp::Evaluation Mlp::evaluate(const float* x, const int32_t* labels, int64_t n,
 }
 
 absl::Status Mlp::save(std::ostream& out) const {
-  write_u64(out, params_.num_parameters());
+  little_endian::put_u64(out, params_.num_parameters());
   for (size_t i = 0; i < params_.num_parameters(); ++i)
     write_tensor(out, params_.parameter(i).name, params_.parameter(i).value);
   return out ? absl::OkStatus() : absl::DataLossError("model: write failed");
@@ -91,7 +92,7 @@ absl::Status Mlp::save(std::ostream& out) const {
 
 absl::Status Mlp::load(std::istream& in) {
   uint64_t count = 0;
-  if (!read_u64(in, &count) || count != params_.num_parameters()) {
+  if (!little_endian::get_u64(in, &count) || count != params_.num_parameters()) {
     return absl::InvalidArgumentError(
         "model checkpoint holds " + std::to_string(count) +
         " parameters, this model has " + std::to_string(params_.num_parameters()) +

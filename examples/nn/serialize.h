@@ -1,4 +1,5 @@
-// Little-endian binary records for checkpoints: named float32 tensors.
+// Little-endian binary records for checkpoints: named float32 tensors
+// (integers by core/little_endian.h).
 #ifndef DDPX_EXAMPLES_NN_SERIALIZE_H_
 #define DDPX_EXAMPLES_NN_SERIALIZE_H_
 
@@ -11,8 +12,6 @@
 
 namespace ddpx::nn {
 
-void write_u64(std::ostream& out, uint64_t v);
-bool read_u64(std::istream& in, uint64_t* v);
 void write_string(std::ostream& out, const std::string& s);
 bool read_string(std::istream& in, std::string* s);
 

@@ -3,6 +3,7 @@
 #include <istream>
 #include <ostream>
 
+#include "core/little_endian.h"
 #include "examples/nn/serialize.h"
 
 namespace ddpx::nn {
@@ -59,10 +60,10 @@ void Sgd::step() {
 }
 
 absl::Status Sgd::save_state(std::ostream& out) const {
-  write_u64(out, static_cast<uint64_t>(steps_));
-  write_u64(out, params_.size());
+  little_endian::put_u64(out, static_cast<uint64_t>(steps_));
+  little_endian::put_u64(out, params_.size());
   for (size_t i = 0; i < params_.size(); ++i) {
-    write_u64(out, momentum_[i].defined() ? 1 : 0);
+    little_endian::put_u64(out, momentum_[i].defined() ? 1 : 0);
     if (momentum_[i].defined())
       write_tensor(out, params_[i]->name + ".momentum", momentum_[i]);
   }
@@ -71,7 +72,7 @@ absl::Status Sgd::save_state(std::ostream& out) const {
 
 absl::Status Sgd::load_state(std::istream& in) {
   uint64_t steps = 0, count = 0;
-  if (!read_u64(in, &steps) || !read_u64(in, &count))
+  if (!little_endian::get_u64(in, &steps) || !little_endian::get_u64(in, &count))
     return absl::DataLossError("optimizer checkpoint is truncated");
   if (count != params_.size()) {
     return absl::InvalidArgumentError(
@@ -80,7 +81,7 @@ absl::Status Sgd::load_state(std::istream& in) {
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     uint64_t has = 0;
-    if (!read_u64(in, &has)) return absl::DataLossError("optimizer checkpoint is truncated");
+    if (!little_endian::get_u64(in, &has)) return absl::DataLossError("optimizer checkpoint is truncated");
     if (has == 0) {
       momentum_[i] = Tensor();
       continue;

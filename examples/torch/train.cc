@@ -32,6 +32,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "core/little_endian.h"
 #include "examples/data/fashion_mnist.h"
 #include "examples/torch/cnn.h"
 #include "examples/trainer/checkpoint.h"
@@ -47,20 +48,16 @@ ABSL_FLAG(int64_t, width, 16, "Channels of the CNN's first stage (the second has
 namespace {
 
 void put_bytes(std::ostream& out, const std::string& bytes) {
-  uint64_t n = bytes.size();
-  char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(n >> (8 * i));
-  out.write(b, 8);
+  const uint64_t n = bytes.size();
+  ddpx::little_endian::put_u64(out, n);
   out.write(bytes.data(), static_cast<std::streamsize>(n));
 }
 
 absl::StatusOr<std::string> get_bytes(std::istream& in, const char* what) {
-  unsigned char b[8];
-  if (!in.read(reinterpret_cast<char*>(b), 8)) {
+  uint64_t n = 0;
+  if (!ddpx::little_endian::get_u64(in, &n)) {
     return absl::DataLossError(absl::StrCat(what, ": length missing"));
   }
-  uint64_t n = 0;
-  for (int i = 0; i < 8; ++i) n |= uint64_t{b[i]} << (8 * i);
   if (n > (uint64_t{1} << 34)) return absl::DataLossError(absl::StrCat(what, ": length ", n));
   std::string bytes(n, '\0');
   if (!in.read(bytes.data(), static_cast<std::streamsize>(n))) {

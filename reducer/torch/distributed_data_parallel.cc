@@ -25,6 +25,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "core/little_endian.h"
 #include "hooks/registry.h"
 #include "reducer/model_parameters.h"
 #include "reducer/torch/tensor_bridge.h"
@@ -529,19 +530,8 @@ namespace {
 constexpr char kStateMagic[8] = {'D', 'D', 'P', 'X', 'T', 'D', 'D', 'P'};
 constexpr uint32_t kStateVersion = 1;
 
-void put_u64(std::ostream& out, uint64_t v) {
-  char b[8];
-  for (int i = 0; i < 8; ++i) b[i] = static_cast<char>(v >> (8 * i));
-  out.write(b, 8);
-}
-
-bool get_u64(std::istream& in, uint64_t* v) {
-  unsigned char b[8];
-  if (!in.read(reinterpret_cast<char*>(b), 8)) return false;
-  *v = 0;
-  for (int i = 0; i < 8; ++i) *v |= uint64_t{b[i]} << (8 * i);
-  return true;
-}
+using little_endian::get_u64;
+using little_endian::put_u64;
 }  // namespace
 
 absl::Status DistributedDataParallel::save_state(std::ostream& out) const {
