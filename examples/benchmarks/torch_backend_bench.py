@@ -50,6 +50,16 @@ SIZES = [8, 64, 512, 4 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 1
 SMALL_MAX = 1 << 20
 BIG = 64 << 20
 BACKENDS = ["ddpx", "gloo", "deepspeed"]
+# ddpx's allreduce from C++ on the same group, timed like the Python points:
+# the floors under the Python figures (python/csrc/module.cc).
+FLOORS = {
+    "ddpx_cpp": "the ddpx C++ op (ProcessGroup::allreduce + wait, no torch)",
+    "ddpx_backend": "torch's c10d::Backend::allreduce on ddpx + Work.wait, from C++ "
+                    "(no Python, no dispatcher)",
+}
+# dist.all_reduce of 8 B on a group of this rank alone (ddpx): what torch's
+# Python function, dispatcher and Work.wait() cost an op, with no peer.
+PYTHON_PATH = "python_path"
 
 
 def human(nbytes):
@@ -77,6 +87,8 @@ class Rank:
         self.gloo = dist.group.WORLD
         import ddpx_torch  # noqa: F401  (registers the "ddpx" backend)
         self.ddpx = dist.new_group(backend="ddpx")
+        # This rank alone on ddpx: torch's Python path with no peer to wait for.
+        self.solo = [dist.new_group([i], backend="ddpx") for i in range(world)][rank]
         self.deepspeed_ok = self._init_deepspeed() if not args.no_deepspeed else False
 
     def _init_deepspeed(self):
@@ -97,19 +109,20 @@ class Rank:
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.gloo)
         return t.item()
 
-    def time_per_op(self, fn, budget=None, max_iters=2000):
+    def time_per_op(self, fn, budget=None, max_iters=2000, loop=None):
         """The slowest rank's mean seconds per fn() over iterations that fill
-        `budget` seconds (every rank runs the same count)."""
+        `budget` seconds (every rank runs the same count). `loop(n)`, if
+        given, runs the n iterations itself (the C++ floors)."""
         budget = budget or self.args.budget
-        fn()
+        loop = loop or (lambda n: [fn() for _ in range(n)])
+        loop(1)
         start = time.perf_counter()
-        fn()
+        loop(1)
         estimate = self._slowest(time.perf_counter() - start)
         iters = max(2, min(max_iters, int(budget / max(estimate, 1e-7))))
         dist.barrier(group=self.gloo)
         start = time.perf_counter()
-        for _ in range(iters):
-            fn()
+        loop(iters)
         return self._slowest((time.perf_counter() - start) / iters)
 
 
@@ -118,6 +131,13 @@ def allreduce_fn(r, backend, t):
         return lambda: torch.ops.deepspeed.inference_all_reduce_(t)
     group = r.ddpx if backend == "ddpx" else r.gloo
     return lambda: dist.all_reduce(t, group=group)
+
+
+def floor_loop(r, floor, t):
+    """n allreduces of t from C++ on the same ddpx group: FLOORS[floor]."""
+    from ddpx_torch import _C
+    through_backend = floor == "ddpx_backend"
+    return lambda n: _C._time_allreduce(r.ddpx, t, n, through_backend)
 
 
 def check_allreduce(r, backends):
@@ -142,6 +162,12 @@ def bench_collectives(r, out):
             for b in order:
                 t = r.time_per_op(allreduce_fn(r, b, tensors[(b, s)]))
                 out.setdefault(("all_reduce", b, s), []).append(t)
+            for f in FLOORS:
+                t = r.time_per_op(None, loop=floor_loop(r, f, tensors[("ddpx", s)]))
+                out.setdefault(("all_reduce", f, s), []).append(t)
+        solo = torch.zeros(2)
+        t = r.time_per_op(lambda: dist.all_reduce(solo, group=r.solo))
+        out.setdefault((PYTHON_PATH, "ddpx", 8), []).append(t)
         for b in order:
             if b == "deepspeed":
                 continue
@@ -219,17 +245,28 @@ def run_world(world, args, tmpdir):
 
 def print_table(world, med):
     print(f"\n== {world} ranks: all_reduce (float32, SUM), median over rounds ==")
+    for f, what in FLOORS.items():
+        print(f"   {f}: {what}")
     have_ds = ("all_reduce", "deepspeed", SIZES[0]) in med
     print(f"{'size':>8} {'ddpx':>11} {'gloo':>11}" + (f" {'deepspeed':>11}" if have_ds else "")
-          + "  gloo/ddpx" + ("  deepspeed/ddpx" if have_ds else ""))
+          + "".join(f" {f:>12}" for f in FLOORS)
+          + "  gloo/ddpx" + ("  deepspeed/ddpx" if have_ds else "")
+          + "  gloo/ddpx_cpp" + ("  deepspeed/ddpx_cpp" if have_ds else ""))
+    print(f"   {PYTHON_PATH}: dist.all_reduce of 8 B on a one-rank ddpx group (no peer): "
+          f"{fmt_time(med[(PYTHON_PATH, 'ddpx', 8)])} per op")
     for s in SIZES:
         d, g = med[("all_reduce", "ddpx", s)], med[("all_reduce", "gloo", s)]
+        c = med[("all_reduce", "ddpx_cpp", s)]
         line = f"{human(s):>8} {fmt_time(d):>11} {fmt_time(g):>11}"
         if have_ds:
             line += f" {fmt_time(med[('all_reduce', 'deepspeed', s)]):>11}"
+        line += "".join(f" {fmt_time(med[('all_reduce', f, s)]):>12}" for f in FLOORS)
         line += f"  {g / d:9.2f}"
         if have_ds:
             line += f"  {med[('all_reduce', 'deepspeed', s)] / d:14.2f}"
+        line += f"  {g / c:13.2f}"
+        if have_ds:
+            line += f"  {med[('all_reduce', 'deepspeed', s)] / c:18.2f}"
         print(line)
     for op in ("reduce_scatter_tensor", "all_gather_into_tensor"):
         d, g = med[(op, "ddpx", BIG)], med[(op, "gloo", BIG)]
@@ -241,8 +278,8 @@ def print_table(world, med):
 
 
 def result_line(med):
-    def ratio(other, s):
-        return med[("all_reduce", other, s)] / med[("all_reduce", "ddpx", s)]
+    def ratio(other, s, ours="ddpx"):
+        return med[("all_reduce", other, s)] / med[("all_reduce", ours, s)]
     fields = {
         "py_allreduce_vs_gloo_min": min(ratio("gloo", s) for s in SIZES),
         "py_allreduce_vs_gloo_small_min": min(ratio("gloo", s) for s in SIZES if s <= SMALL_MAX),
@@ -251,6 +288,16 @@ def result_line(med):
         ds = [ratio("deepspeed", s) for s in SIZES]
         fields["py_allreduce_vs_deepspeed_min"] = min(ds)
         fields["py_allreduce_vs_deepspeed_geomean"] = math.exp(sum(map(math.log, ds)) / len(ds))
+    # The same ratios had ddpx's op from Python cost its C++ op (ddpx_cpp)
+    # plus torch's Python path alone (python_path): the best dist.all_reduce
+    # on ddpx could reach in this run.
+    def floor_ratio(other, s):
+        best = med[("all_reduce", "ddpx_cpp", s)] + med[(PYTHON_PATH, "ddpx", 8)]
+        return med[("all_reduce", other, s)] / best
+    fields["floor_vs_gloo_small_min"] = min(floor_ratio("gloo", s) for s in SIZES
+                                            if s <= SMALL_MAX)
+    if ("all_reduce", "deepspeed", SIZES[0]) in med:
+        fields["floor_vs_deepspeed_min"] = min(floor_ratio("deepspeed", s) for s in SIZES)
     fields["py_reduce_scatter_64MiB_vs_gloo"] = (med[("reduce_scatter_tensor", "gloo", BIG)]
                                                  / med[("reduce_scatter_tensor", "ddpx", BIG)])
     if ("ddp_step", "ddpx", 0) in med:

@@ -15,6 +15,7 @@
 #include "process_group/gloo/gloo_backend.h"
 #include "python/csrc/backend.h"
 #include "python/csrc/group_lookup.h"
+#include "python/csrc/tensor_bridge.h"
 #include "python/csrc/torch_work.h"
 #if __has_include("python/comm_hook_bridge.h")
 #include "python/comm_hook_bridge.h"
@@ -48,6 +49,34 @@ py::dict group_info(const DdpxBackend& backend) {
     info["device"] = gloo->device_description();
   }
   return info;
+}
+
+// Seconds for `iters` float SUM allreduces of `tensor`, each waited for
+// before the next, on the ddpx group behind `group`: through ddpx's
+// ProcessGroup itself (the C++ op: no torch at all), or through this
+// backend's c10d::Backend::allreduce and its TorchWork (no Python, no
+// dispatcher). torch_backend_bench prints both beside the Python figures:
+// the floors the Python path stands on.
+double time_allreduce(py::handle group, const at::Tensor& tensor, int iters,
+                      bool through_backend) {
+  DdpxBackend* backend = find_ddpx_backend(group);
+  TORCH_CHECK(backend != nullptr, "ddpx: _time_allreduce: the group's CPU backend is not ddpx");
+  TORCH_CHECK(tensor.is_contiguous() && tensor.device().is_cpu(),
+              "ddpx: _time_allreduce: takes a contiguous CPU tensor");
+  py::gil_scoped_release no_gil;
+  std::vector<at::Tensor> tensors = {tensor};
+  Staging staging("_time_allreduce");
+  const ddpx::TensorList ddpx_tensors = {staging.output(tensor, "tensor")};
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) {
+    if (through_backend) {
+      backend->allreduce(tensors, c10d::AllreduceOptions())->wait();
+    } else {
+      absl::Status s = backend->group()->allreduce(ddpx_tensors, {})->wait();
+      if (!s.ok()) std::rethrow_exception(to_exception(s));
+    }
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 }  // namespace
@@ -96,6 +125,10 @@ PYBIND11_MODULE(_C, m) {
       py::arg("group"),
       "What the ddpx backend of `group` found and chose (hosts, shared memory, "
       "two-level allreduce); None for a group not on ddpx.");
+
+  m.def("_time_allreduce", &ddpx_torch::time_allreduce, py::arg("group"), py::arg("tensor"),
+        py::arg("iters"), py::arg("through_backend"),
+        "Seconds for `iters` allreduces from C++ (the benchmark's floors; module.cc).");
 
 #ifdef DDPX_TORCH_HAS_COMM_HOOKS
   ddpx_torch::bind_comm_hooks(m);

@@ -160,6 +160,7 @@ void TorchWork::Holders::wait_none() {
 }
 
 bool TorchWork::wait(std::chrono::milliseconds timeout) {
+  if (timeout == ::kNoTimeout && !isCompleted()) run_parts_here();
   bool result = false;
   std::exception_ptr error;
   try {
@@ -171,6 +172,19 @@ bool TorchWork::wait(std::chrono::milliseconds timeout) {
   if (isCompleted() && !completing_a_work) holders_->wait_none();
   if (error) std::rethrow_exception(error);
   return result;
+}
+
+void TorchWork::run_parts_here() {
+  std::vector<std::shared_ptr<ddpx::Work>> parts;
+  {
+    std::lock_guard<std::mutex> lock(parts_mu_);
+    parts = parts_;
+  }
+  // A part its worker has not started runs here (GlooWork::wait), and its
+  // callback completes this Work on this thread; one already running is
+  // waited for, bounded by its own timeout. Its status arrives through the
+  // callback (part_done), so it is not looked at here.
+  for (const auto& part : parts) part->wait().IgnoreError();
 }
 
 int TorchWork::sourceRank() const {
