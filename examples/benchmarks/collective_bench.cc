@@ -59,6 +59,10 @@ ABSL_FLAG(int, workers, 2, "worker threads (and contexts) of our backend");
 ABSL_FLAG(int64_t, sync_max_bytes, static_cast<int64_t>(ddpx::kSyncPairMaxMessageBytes),
           "our backend's GlooOptions::sync_max_bytes (0: no sync pairs, so Gloo's "
           "unbound-buffer algorithms only)");
+ABSL_FLAG(int, repeat, 1,
+          "runs of the shm sweep, one after another, each printed with its shm_vs_mpi_min; "
+          "the RESULT line's shm_vs_mpi_min is the worst run's (a steady path holds its target "
+          "in every run)");
 ABSL_FLAG(double, round_ms, 40, "length of one timed round (3 to 200 calls)");
 ABSL_FLAG(double, budget_s, 420,
           "stop starting new points after this many seconds (the RESULT line still comes)");
@@ -195,6 +199,7 @@ struct Results {
   double log_sum_vs_same = 0, log_sum_control = 0;
   int points_from_1MiB = 0;
   std::string worst_point;
+  int shm_runs = 1;  // --repeat: shm sweeps whose worst run the shm keys keep
 
   void add_from_1MiB(const std::string& point, double vs_same, double control) {
     if (vs_same < min_vs_same_from_1MiB) {
@@ -632,8 +637,30 @@ int run_rank(int rank, int nproc, int port) {
       o.round_ms = absl::GetFlag(FLAGS_round_ms);
       o.mpi_anchor = absl::GetFlag(FLAGS_mpi_anchor);
       if (shm_core == nullptr) die("no shared-memory group");
-      auto keys = bench_shm_vs_mpi(rank, nproc, *shm, *job.ours, *job.raw, *shm_core, o);
-      results.result.insert(keys.begin(), keys.end());
+      const int repeat = std::max(1, absl::GetFlag(FLAGS_repeat));
+      for (int run = 1; run <= repeat; ++run) {
+        auto keys = bench_shm_vs_mpi(rank, nproc, *shm, *job.ours, *job.raw, *shm_core, o);
+        if (rank != 0) continue;
+        if (repeat > 1) {
+          printf("# shm sweep run %d of %d:", run, repeat);
+          for (const char* key : {"shm_vs_mpi_min", "shm_vs_mpi_geomean"}) {
+            if (keys.count(key)) printf(" %s=%.3f", key, keys[key]);
+          }
+          printf("\n");
+          fflush(stdout);
+        }
+        // Every key keeps its worst run (the lowest ratio).
+        for (const auto& [key, value] : keys) {
+          auto [it, fresh] = results.result.emplace(key, value);
+          if (!fresh) it->second = std::min(it->second, value);
+        }
+      }
+      if (rank == 0 && results.result.count("shm_vs_mpi_min")) {
+        // The per-rank-count name the issue targets (shm4_vs_mpi_min for 4 ranks).
+        results.result["shm" + std::to_string(nproc) + "_vs_mpi_min"] =
+            results.result["shm_vs_mpi_min"];
+        results.shm_runs = repeat;
+      }
     } else if (op == "allreduce") {
       bench_allreduce(job, results);
     } else if (op == "coalesced") {
@@ -669,8 +696,10 @@ int run_rank(int rank, int nproc, int port) {
     double load[3] = {0, 0, 0};
     if (getloadavg(load, 3) == 3) printf("# load average at the end: %.2f %.2f %.2f\n", load[0], load[1], load[2]);
     printf("RESULT nproc=%d", nproc);
+    if (results.shm_runs > 1) printf(" shm_runs=%d", results.shm_runs);
     const std::string shm_vs_tcp = "shm" + std::to_string(nproc) + "_vs_tcp" + std::to_string(nproc) + "_min";
-    for (const char* key : {"shm_vs_mpi_min", "shm_vs_mpi_geomean", "shm_1MiB_vs_tcp",
+    const std::string shm_vs_mpi = "shm" + std::to_string(nproc) + "_vs_mpi_min";
+    for (const char* key : {"shm_vs_mpi_min", shm_vs_mpi.c_str(), "shm_vs_mpi_geomean", "shm_1MiB_vs_tcp",
                             "shm_64MiB_vs_memcpy", shm_vs_tcp.c_str(),"allreduce_64MiB_vs_gloo", "allreduce_64MiB_vs_gloo_default",
                             "allreduce_64MiB_vs_gloo_sync", "allreduce_min_vs_gloo_default",
                             "allreduce_8B_latency_vs_gloo",
