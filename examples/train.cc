@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -24,7 +25,10 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "examples/trainer/cli.h"
+#include "examples/trainer/crc32c.h"
 #include "examples/trainer/ddp_sync.h"
+#include "examples/trainer/elastic_flags.h"
+#include "examples/trainer/elastic_trainer.h"
 #include "examples/trainer/fault_injection.h"
 #include "examples/trainer/flags.h"
 #include "examples/trainer/mlp_step.h"
@@ -74,6 +78,52 @@ ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::stri
   };
 }
 
+// --elastic: the data first (a newcomer is then ready when admitted), then
+// the job; DDP is built per generation (elastic_trainer.h).
+int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags& flags,
+                const ddpx::trainer::MlpOptions& model,
+                const ddpx::trainer::SyncFactory& make_sync) {
+  absl::StatusOr<std::unique_ptr<ddpx::trainer::MlpStep>> step =
+      ddpx::trainer::MlpStep::create(model, nullptr, make_sync);
+  if (!step.ok()) {
+    fprintf(stderr, "train: %s\n", step.status().ToString().c_str());
+    return 1;
+  }
+  absl::StatusOr<std::unique_ptr<ddpx::elastic::ElasticGroup>> group =
+      ddpx::trainer::join_elastic_job(init);
+  if (!group.ok()) {
+    fprintf(stderr, "train: %s\n", std::string(group.status().message()).c_str());
+    return group.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1;
+  }
+  absl::StatusOr<ddpx::trainer::TrainSummary> summary =
+      ddpx::trainer::train_elastic(flags.loop, **group, **step);
+  const int rank = (*group)->rank();
+  const int64_t member = (*group)->member_id();
+  if (!summary.ok()) {
+    fprintf(stderr, "train: member %lld: %s\n", (long long)member,
+            std::string(summary.status().message()).c_str());
+    return summary.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1;
+  }
+  // Every rank's parameters, bit for bit: equal on all ranks after any
+  // membership change (tests/elastic compares them).
+  std::ostringstream params;
+  if (absl::Status s = (*step)->state().save_model(params); s.ok()) {
+    printf("member %lld rank %d: parameters crc32c 0x%08x\n", (long long)member, rank,
+           ddpx::trainer::crc32c(params.str()));
+  }
+  if (rank == 0) {
+    printf("done: %lld steps, test accuracy %.2f%%, %.1f s, %d ranks at the end (generation "
+           "%lld)\n",
+           (long long)summary->steps, 100 * summary->final_test_accuracy, summary->wall_seconds,
+           (*group)->size(), (long long)(*group)->generation());
+    fflush(stdout);
+  }
+  (*group)->finish();
+  (*step).reset();  // DDP before its process group
+  group->reset();
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -88,6 +138,9 @@ int main(int argc, char** argv) {
   ddpx::trainer::set_model_defaults({/*epochs=*/1, /*lr=*/0.05, /*lr_schedule=*/"constant",
                                      /*gradient_as_bucket_view=*/true});
   absl::ParseCommandLine(argc, argv);
+  if (std::optional<int> launched = ddpx::trainer::launch_elastic_unless_rank(argc, argv)) {
+    return *launched;
+  }
   if (std::optional<int> launched = ddpx::trainer::launch_unless_rank(argc, argv)) {
     return *launched;
   }
@@ -115,13 +168,6 @@ int main(int argc, char** argv) {
                                      absl::GetFlag(FLAGS_inject_fault_at)};
   if (absl::Status s = ddpx::trainer::check_fault_kind(fault.kind); !s.ok()) return fail(s, 2);
 
-  absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
-  if (!pg.ok()) {
-    fprintf(stderr, "train: init_process_group(%s, %s) failed: %s\n", init.backend.c_str(),
-            init.init_method.c_str(), pg.status().ToString().c_str());
-    return 1;
-  }
-  const int rank = (*pg)->rank();
   ddpx::trainer::MlpOptions model;
   model.data_dir = flags->data_dir;
   model.train_limit = flags->train_limit;
@@ -134,9 +180,19 @@ int main(int argc, char** argv) {
   ddp_options.bucket_cap_mb = flags->bucket_cap_mb;
   ddp_options.first_bucket_cap_mb = flags->first_bucket_cap_mb;
   ddp_options.gradient_as_bucket_view = flags->gradient_as_bucket_view;
-  absl::StatusOr<std::unique_ptr<ddpx::trainer::MlpStep>> step = ddpx::trainer::MlpStep::create(
-      model, *pg,
-      sync_factory(sync, flags->loop.hook, ddp_options, !flags->loop.comm_trace.empty(), fault));
+  const ddpx::trainer::SyncFactory make_sync =
+      sync_factory(sync, flags->loop.hook, ddp_options, !flags->loop.comm_trace.empty(), fault);
+  if (ddpx::trainer::elastic_mode()) return run_elastic(init, *flags, model, make_sync);
+
+  absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
+  if (!pg.ok()) {
+    fprintf(stderr, "train: init_process_group(%s, %s) failed: %s\n", init.backend.c_str(),
+            init.init_method.c_str(), pg.status().ToString().c_str());
+    return 1;
+  }
+  const int rank = (*pg)->rank();
+  absl::StatusOr<std::unique_ptr<ddpx::trainer::MlpStep>> step =
+      ddpx::trainer::MlpStep::create(model, *pg, make_sync);
   absl::StatusOr<ddpx::trainer::TrainSummary> summary =
       step.ok() ? ddpx::trainer::train(flags->loop, *pg, **step)
                 : absl::StatusOr<ddpx::trainer::TrainSummary>(step.status());

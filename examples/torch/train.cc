@@ -36,6 +36,8 @@
 #include "examples/data/fashion_mnist.h"
 #include "examples/torch/cnn.h"
 #include "examples/trainer/checkpoint.h"
+#include "examples/trainer/elastic_flags.h"
+#include "examples/trainer/elastic_trainer.h"
 #include "examples/trainer/flags.h"
 #include "examples/trainer/train_step.h"
 #include "process_group/rendezvous/init.h"
@@ -192,20 +194,31 @@ class CnnStep : public ddpx::trainer::TrainStep {
     if (!test.ok()) return test.status();
     torch::manual_seed(flags.seed);
     ddpx::examples::ResidualCnn model(width);
-    ddpx::torch::DDPOptions o;
-    o.bucket_cap_mb = flags.bucket_cap_mb;
-    o.first_bucket_cap_mb = flags.first_bucket_cap_mb;
-    o.gradient_as_bucket_view = flags.gradient_as_bucket_view;
-    o.hook = flags.loop.hook;
-    const int rank = pg->rank();
-    auto ddp = ddpx::torch::DistributedDataParallel::create(model, std::move(pg), o);
+    std::unique_ptr<CnnStep> step(new CnnStep(flags, width, std::move(model),
+                                              *std::move(train), *std::move(test)));
+    if (pg != nullptr) {
+      absl::StatusOr<std::unique_ptr<ddpx::trainer::GradientSync>> old =
+          step->reset_sync(std::move(pg));
+      if (!old.ok()) return old.status();
+    }
+    return step;
+  }
+
+  // DDP over `pg` (collective). The DDP it replaces goes first, here: its
+  // autograd hooks must not fire in the next backward.
+  absl::StatusOr<std::unique_ptr<ddpx::trainer::GradientSync>> reset_sync(
+      std::shared_ptr<ddpx::ProcessGroup> pg) override {
+    sync_.reset();
+    ddp_.reset();
+    rank_ = pg->rank();
+    auto ddp = ddpx::torch::DistributedDataParallel::create(model_, std::move(pg), ddp_options_);
     if (!ddp.ok()) {
       return absl::Status(ddp.status().code(),
-                          absl::StrCat("rank ", rank, ": ", ddp.status().message()));
+                          absl::StrCat("rank ", rank_, ": ", ddp.status().message()));
     }
-    return std::unique_ptr<CnnStep>(new CnnStep(flags, width, rank, std::move(model),
-                                                *std::move(ddp), *std::move(train),
-                                                *std::move(test)));
+    ddp_ = *std::move(ddp);
+    sync_ = std::make_unique<TorchDdpSync>(*ddp_, hook_);
+    return std::unique_ptr<ddpx::trainer::GradientSync>();
   }
 
   std::string describe() const override {
@@ -227,7 +240,17 @@ class CnnStep : public ddpx::trainer::TrainStep {
       const at::Tensor y = train_labels_.index_select(0, idx);
       optimizer_.zero_grad(/*set_to_none=*/!zero_in_place_);
       at::Tensor loss = torch::nn::functional::cross_entropy(model_->forward(x), y);
-      loss.backward();  // DDP averages the gradients during backward
+      // DDP averages the gradients during backward; a failed collective
+      // throws there, and the step is then voted down (elastic mode).
+      absl::Status synced;
+      try {
+        loss.backward();
+      } catch (const std::exception& e) {
+        synced = absl::UnavailableError(absl::StrCat("rank ", rank_, ": backward: ", e.what()));
+      }
+      absl::StatusOr<bool> apply = commit(synced);
+      if (!apply.ok()) return apply.status();
+      if (!*apply) return absl::AbortedError("the step was not committed on every rank");
       for (auto& group : optimizer_.param_groups()) {
         static_cast<torch::optim::SGDOptions&>(group.options()).lr(lr);
       }
@@ -263,44 +286,77 @@ class CnnStep : public ddpx::trainer::TrainStep {
   }
 
   ddpx::trainer::TrainState& state() override { return state_; }
-  ddpx::trainer::GradientSync& sync() override { return sync_; }
+  ddpx::trainer::GradientSync& sync() override { return *sync_; }
 
  private:
-  CnnStep(const ddpx::trainer::TrainerFlags& flags, int64_t width, int rank,
-          ddpx::examples::ResidualCnn model,
-          std::unique_ptr<ddpx::torch::DistributedDataParallel> ddp,
-          std::pair<at::Tensor, at::Tensor> train, std::pair<at::Tensor, at::Tensor> test)
+  CnnStep(const ddpx::trainer::TrainerFlags& flags, int64_t width,
+          ddpx::examples::ResidualCnn model, std::pair<at::Tensor, at::Tensor> train,
+          std::pair<at::Tensor, at::Tensor> test)
       : width_(width),
-        rank_(rank),
         zero_in_place_(flags.gradient_as_bucket_view),
+        hook_(flags.loop.hook),
         train_images_(std::move(train.first)),
         train_labels_(std::move(train.second)),
         test_images_(std::move(test.first)),
         test_labels_(std::move(test.second)),
         model_(std::move(model)),
-        ddp_(std::move(ddp)),
         optimizer_(model_->parameters(), torch::optim::SGDOptions(flags.loop.lr)
                                              .momentum(flags.momentum)
                                              .weight_decay(flags.weight_decay)),
-        state_(model_, optimizer_, width),
-        sync_(*ddp_, flags.loop.hook) {
+        state_(model_, optimizer_, width) {
+    ddp_options_.bucket_cap_mb = flags.bucket_cap_mb;
+    ddp_options_.first_bucket_cap_mb = flags.first_bucket_cap_mb;
+    ddp_options_.gradient_as_bucket_view = flags.gradient_as_bucket_view;
+    ddp_options_.hook = flags.loop.hook;
     model_->train();
   }
 
   const int64_t width_;
-  const int rank_;
+  int rank_ = -1;
   const bool zero_in_place_;  // gradients are bucket views: zero them, keep them
+  const std::string hook_;
+  ddpx::torch::DDPOptions ddp_options_;
   at::Tensor train_images_, train_labels_, test_images_, test_labels_;
   ddpx::examples::ResidualCnn model_;
   std::unique_ptr<ddpx::torch::DistributedDataParallel> ddp_;
   torch::optim::SGD optimizer_;
   TorchTrainState state_;
-  TorchDdpSync sync_;
+  std::unique_ptr<TorchDdpSync> sync_;
 };
 
 int fail(const std::string& message, int code = 1) {
   fprintf(stderr, "train: %s\n", message.c_str());
   return code;
+}
+
+// --elastic (docs/elastic.md): the data and model first, then the job; DDP
+// is built per generation (examples/trainer/elastic_trainer.h).
+int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags& flags,
+                int64_t width) {
+  absl::StatusOr<std::unique_ptr<CnnStep>> step = CnnStep::create(flags, width, nullptr);
+  if (!step.ok()) return fail(step.status().ToString());
+  absl::StatusOr<std::unique_ptr<ddpx::elastic::ElasticGroup>> group =
+      ddpx::trainer::join_elastic_job(init);
+  if (!group.ok()) {
+    return fail(std::string(group.status().message()),
+                group.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1);
+  }
+  absl::StatusOr<ddpx::trainer::TrainSummary> summary =
+      ddpx::trainer::train_elastic(flags.loop, **group, **step);
+  if (!summary.ok()) {
+    return fail(absl::StrCat("member ", (*group)->member_id(), ": ", summary.status().message()),
+                summary.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1);
+  }
+  if ((*group)->rank() == 0) {
+    printf("done: %lld steps, test accuracy %.2f%%, %.1f s, %d ranks at the end (generation "
+           "%lld)\n",
+           (long long)summary->steps, 100 * summary->final_test_accuracy, summary->wall_seconds,
+           (*group)->size(), (long long)(*group)->generation());
+  }
+  (*group)->finish();
+  step->reset();  // DDP before its process group
+  group->reset();
+  return 0;
 }
 
 }  // namespace
@@ -318,6 +374,9 @@ int main(int argc, char** argv) {
   ddpx::trainer::set_model_defaults({/*epochs=*/5, /*lr=*/0.02, /*lr_schedule=*/"cosine",
                                      /*gradient_as_bucket_view=*/false});
   absl::ParseCommandLine(argc, argv);
+  if (std::optional<int> launched = ddpx::trainer::launch_elastic_unless_rank(argc, argv)) {
+    return *launched;
+  }
   if (std::optional<int> launched = ddpx::trainer::launch_unless_rank(argc, argv)) {
     return *launched;
   }
@@ -338,6 +397,8 @@ int main(int argc, char** argv) {
   if (!flags.ok()) return fail(std::string(flags.status().message()), 2);
   torch::set_num_threads(flags->threads);
   openblas_set_num_threads(flags->threads);
+
+  if (ddpx::trainer::elastic_mode()) return run_elastic(init, *flags, width);
 
   absl::StatusOr<std::shared_ptr<ddpx::ProcessGroup>> pg = ddpx::init_process_group(init);
   if (!pg.ok()) {

@@ -20,10 +20,21 @@ absl::StatusOr<std::unique_ptr<MlpStep>> MlpStep::create(const MlpOptions& o,
   absl::StatusOr<data::Dataset> test = data::load_fashion_mnist(o.data_dir, data::Split::kTest);
   if (!test.ok()) return test.status();
   std::unique_ptr<MlpStep> step(new MlpStep(o, *std::move(train), *std::move(test)));
-  absl::StatusOr<std::unique_ptr<GradientSync>> sync = make_sync(step->model_, std::move(pg));
-  if (!sync.ok()) return sync.status();
-  step->sync_ = *std::move(sync);
+  step->make_sync_ = make_sync;
+  if (pg != nullptr) {
+    absl::StatusOr<std::unique_ptr<GradientSync>> old = step->reset_sync(std::move(pg));
+    if (!old.ok()) return old.status();
+  }
   return step;
+}
+
+absl::StatusOr<std::unique_ptr<GradientSync>> MlpStep::reset_sync(
+    std::shared_ptr<ProcessGroup> pg) {
+  absl::StatusOr<std::unique_ptr<GradientSync>> sync = make_sync_(model_, std::move(pg));
+  if (!sync.ok()) return sync.status();
+  std::unique_ptr<GradientSync> old = std::move(sync_);
+  sync_ = *std::move(sync);
+  return old;
 }
 
 MlpStep::MlpStep(const MlpOptions& o, data::Dataset train, data::Dataset test)
@@ -52,7 +63,9 @@ absl::StatusOr<double> MlpStep::step(const int64_t* samples, int64_t batch, floa
   if (absl::Status s = sync_->prepare(); !s.ok()) return s;
   model_.forward(x_.data(), batch);
   const double loss = model_.backward(y_.data(), [&](size_t i) { sync_->mark_ready(i); });
-  if (absl::Status s = sync_->finish(); !s.ok()) return s;
+  absl::StatusOr<bool> apply = commit(sync_->finish());
+  if (!apply.ok()) return apply.status();
+  if (!*apply) return absl::AbortedError("the step was not committed on every rank");
   optimizer_.options().lr = lr;
   optimizer_.step();
   return loss;

@@ -37,7 +37,8 @@ struct MlpOptions {
 class MlpStep : public TrainStep {
  public:
   // Loads the data, builds the model, its optimizer and (make_sync) its
-  // gradient synchronization.
+  // gradient synchronization; with a null `pg` the synchronization waits
+  // for reset_sync (elastic training builds it per generation).
   static absl::StatusOr<std::unique_ptr<MlpStep>> create(const MlpOptions& options,
                                                          std::shared_ptr<ProcessGroup> pg,
                                                          const SyncFactory& make_sync);
@@ -50,6 +51,8 @@ class MlpStep : public TrainStep {
   absl::StatusOr<EvalCounts> evaluate(int64_t begin, int64_t end) override;
   TrainState& state() override { return state_; }
   GradientSync& sync() override { return *sync_; }
+  absl::StatusOr<std::unique_ptr<GradientSync>> reset_sync(
+      std::shared_ptr<ProcessGroup> pg) override;
 
  private:
   MlpStep(const MlpOptions& options, data::Dataset train, data::Dataset test);
@@ -59,6 +62,7 @@ class MlpStep : public TrainStep {
   nn::Mlp model_;
   nn::Sgd optimizer_;
   MlpTrainState state_;
+  SyncFactory make_sync_;
   std::unique_ptr<GradientSync> sync_;
   std::vector<float> x_;    // the batch's images, gathered
   std::vector<int32_t> y_;  // and labels

@@ -8,11 +8,14 @@
 #define DDPX_EXAMPLES_TRAINER_TRAIN_STEP_H_
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "examples/trainer/checkpoint_format.h"
 #include "examples/trainer/grad_sync.h"
+#include "process_group/front_end/process_group.h"
 
 namespace ddpx::trainer {
 
@@ -40,6 +43,35 @@ class TrainStep {
   virtual TrainState& state() = 0;
   // The gradient synchronization: its step statistics and hook state.
   virtual GradientSync& sync() = 0;
+
+  // Elastic training (elastic_trainer.h). Asked between the gradients'
+  // synchronization and the optimizer step, with the synchronization's
+  // outcome: true applies the step, false skips it (step() then returns
+  // Aborted), an error is returned as is. Unset: a failed synchronization
+  // is returned and a good one applied.
+  using CommitGate = std::function<absl::StatusOr<bool>(const absl::Status& synced)>;
+  void set_commit_gate(CommitGate gate) { commit_gate_ = std::move(gate); }
+  // Builds the gradient synchronization anew over `pg` (a new generation's
+  // group; collective over it) and returns the one it replaces (null if
+  // none), for the caller to release where a wait does not matter.
+  virtual absl::StatusOr<std::unique_ptr<GradientSync>> reset_sync(
+      std::shared_ptr<ProcessGroup> pg) {
+    (void)pg;
+    return absl::UnimplementedError("this model cannot rebuild its gradient synchronization");
+  }
+
+ protected:
+  // What step() does between finish() and the optimizer: the gate's answer.
+  absl::StatusOr<bool> commit(const absl::Status& synced) {
+    if (!commit_gate_) {
+      if (!synced.ok()) return synced;
+      return true;
+    }
+    return commit_gate_(synced);
+  }
+
+ private:
+  CommitGate commit_gate_;
 };
 
 }  // namespace ddpx::trainer

@@ -1,0 +1,149 @@
+// Elastic training with real processes: examples/train --elastic with 4
+// ranks on one host (shared memory between them), the launcher serving the
+// store. A rank killed with kill -9 (rank 0 too), stopped with SIGSTOP, or
+// replaced: the job ends with the survivors, hangs nowhere, leaves no
+// shared-memory segment, and its ranks end with bit-identical parameters.
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <map>
+#include <regex>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+#include "tests/elastic/elastic_job.h"
+
+namespace ddpx::elastic_test {
+namespace {
+
+using std::chrono::seconds;
+
+// A small model and few steps: each run takes a few seconds.
+std::vector<std::string> small_run(std::vector<std::string> extra = {}) {
+  std::vector<std::string> args = {"--hidden=32",   "--batch_size=16",  "--train_limit=6400",
+                                   "--epochs=1",    "--log_every=1000", "--timeout_s=3",
+                                   "--heartbeat_s=0.5"};
+  args.insert(args.end(), extra.begin(), extra.end());
+  return args;
+}
+
+// "member M rank R: parameters crc32c 0x..." of every rank that finished.
+std::map<std::string, std::string> parameter_checksums(const std::string& output) {
+  std::map<std::string, std::string> out;
+  std::regex line("member (\\d+) rank \\d+: parameters crc32c (0x[0-9a-f]+)");
+  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
+       it != std::sregex_iterator(); ++it) {
+    out[(*it)[1]] = (*it)[2];
+  }
+  return out;
+}
+
+void expect_no_new_segments(const std::set<std::string>& before) {
+  // Segments are unlinked once a group has formed; a new name still there
+  // after the job would be one it left behind.
+  for (const std::string& name : shm_segments()) {
+    EXPECT_TRUE(before.count(name)) << "/dev/shm/" << name << " was left behind";
+  }
+}
+
+void expect_all_equal(const std::map<std::string, std::string>& sums, size_t ranks,
+                      const std::string& output) {
+  ASSERT_EQ(sums.size(), ranks) << output;
+  for (const auto& [member, sum] : sums) {
+    EXPECT_EQ(sum, sums.begin()->second) << "member " << member << "\n" << output;
+  }
+}
+
+void kill_one_of_four(int slot) {
+  const std::set<std::string> before = shm_segments();
+  ElasticJob job("kill" + std::to_string(slot), 4, small_run());
+  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
+  const pid_t victim = job.rank_pid(slot);
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  const std::string out = job.output();
+  ASSERT_TRUE(end.has_value()) << "the job hung after the kill:\n" << out;
+  EXPECT_EQ(end->exit_code, 0) << out;
+  const std::vector<std::string> changes = job.metrics_lines("membership");
+  ASSERT_GE(changes.size(), 1u) << out;
+  EXPECT_EQ(json_field(changes[0], "world_size"), "3") << changes[0];
+  EXPECT_NE(json_field(changes[0], "left"), "") << changes[0];
+  EXPECT_EQ(json_field(changes[0], "steps_lost"), "1") << changes[0];
+  EXPECT_LT(std::stod(json_field(changes[0], "recovery_s")), 10.0) << changes[0];
+  EXPECT_NE(out.find("done:"), std::string::npos) << out;
+  // 6400 samples, 64 per step with 4 ranks: every sample once, the rest of
+  // the epoch on 3 ranks (48 per step): more steps than 100, fewer than 134.
+  const std::vector<std::string> epochs = job.metrics_lines("epoch");
+  ASSERT_EQ(epochs.size(), 1u) << out;
+  const int64_t steps = std::stoll(json_field(epochs[0], "step"));
+  EXPECT_GT(steps, 100) << epochs[0];
+  EXPECT_LT(steps, 134) << epochs[0];
+  expect_all_equal(parameter_checksums(out), 3, out);
+  expect_no_new_segments(before);
+}
+
+TEST(ElasticTrainTest, KillOneRankTheOthersFinish) { kill_one_of_four(2); }
+
+TEST(ElasticTrainTest, KillRankZeroTheOthersFinish) { kill_one_of_four(0); }
+
+TEST(ElasticTrainTest, BelowMinNprocEndsCleanly) {
+  const std::set<std::string> before = shm_segments();
+  ElasticJob job("below_min", 2, small_run({"--min_nproc=2"}));
+  ASSERT_TRUE(job.wait_for_step(5, seconds(60))) << job.output();
+  const pid_t victim = job.rank_pid(1);
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  std::optional<launcher::ExitStatus> end = job.wait(seconds(60));
+  const std::string out = job.output();
+  ASSERT_TRUE(end.has_value()) << "the job hung:\n" << out;
+  EXPECT_NE(end->exit_code, 0) << out;
+  EXPECT_NE(out.find("below the minimum of 2: ending the job"), std::string::npos) << out;
+  expect_no_new_segments(before);
+}
+
+TEST(ElasticTrainTest, StoppedRankIsDroppedAndRefusedAfterContinue) {
+  ElasticJob job("sigstop", 4, small_run({"--train_limit=9600"}));
+  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
+  const pid_t victim = job.rank_pid(3);
+  ASSERT_GT(victim, 0);
+  const auto stopped_at = std::chrono::steady_clock::now();
+  ASSERT_EQ(kill(victim, SIGSTOP), 0);
+  const bool dropped = job.wait_for_output("membership: generation 1, 3 ranks", seconds(30));
+  const double detect_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
+  kill(victim, SIGCONT);
+  ASSERT_TRUE(dropped) << job.output();
+  // The op timeout is 3 s and a silent heartbeat counts after 4 x 0.5 s.
+  EXPECT_LT(detect_s, 10.0);
+  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  const std::string out = job.output();
+  ASSERT_TRUE(end.has_value()) << out;
+  EXPECT_EQ(end->exit_code, 0) << out;
+  EXPECT_NE(out.find("it is refused rather than merged"), std::string::npos) << out;
+  expect_all_equal(parameter_checksums(out), 3, out);
+}
+
+TEST(ElasticTrainTest, ReplacementJoinsWithTheSameParameters) {
+  ElasticJob job("replace", 4, small_run({"--max_restarts=1", "--train_limit=60000", "--epochs=2"}));
+  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
+  const pid_t victim = job.rank_pid(1);
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(kill(victim, SIGKILL), 0);
+  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  const std::string out = job.output();
+  ASSERT_TRUE(end.has_value()) << out;
+  EXPECT_EQ(end->exit_code, 0) << out;
+  EXPECT_NE(out.find("starting a replacement (restart 1 of 1)"), std::string::npos) << out;
+  bool joined = false;
+  for (const std::string& line : job.metrics_lines("membership")) {
+    if (!json_field(line, "joined").empty() && json_field(line, "world_size") == "4") joined = true;
+  }
+  EXPECT_TRUE(joined) << out;
+  expect_all_equal(parameter_checksums(out), 4, out);
+}
+
+}  // namespace
+}  // namespace ddpx::elastic_test
