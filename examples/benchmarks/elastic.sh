@@ -8,7 +8,7 @@
 # ours: --elastic --nproc=4 --max_restarts=1; at step KILL_AT (a step is a
 #   few ms, so the kill lands at a random instant of one) rank slot 2 gets
 #   kill -9. recovery_s: from the kill to the first step committed by the
-#   next generation (its step line's unix_s); steps_lost: the membership
+#   next generation (its step line's unix_ms); steps_lost: the membership
 #   line's; replacement_join_s: from the launcher starting the replacement
 #   to the first step of the generation that admitted it.
 # sigstop: the same job, rank slot 3 gets SIGSTOP at KILL_AT;
@@ -25,7 +25,8 @@
 #   replacement_join_s=... torchrun_restart_s=... recovery_vs_torchrun_restart=...
 #   load=...
 # Environment: TRAIN, HIDDEN (256,256), BATCH (32), KILL_AT (120),
-#   TIMEOUT_S (5), HEARTBEAT_S (0.5), OUT; DDPX_TORCH_PYTHON (python3).
+#   TIMEOUT_S (3: the op timeout, which bounds an op waiting for a stopped
+#   rank), HEARTBEAT_S (0.5), OUT; DDPX_TORCH_PYTHON (python3).
 set -euo pipefail
 
 die() { echo "elastic: $*" >&2; exit 1; }
@@ -34,20 +35,21 @@ die() { echo "elastic: $*" >&2; exit 1; }
 HIDDEN=${HIDDEN:-256,256}
 BATCH=${BATCH:-32}
 KILL_AT=${KILL_AT:-120}
-TIMEOUT_S=${TIMEOUT_S:-5}
+TIMEOUT_S=${TIMEOUT_S:-3}
 HEARTBEAT_S=${HEARTBEAT_S:-0.5}
 OUT=${OUT:-$(mktemp -d /tmp/elastic_bench.XXXXXX)}
 python=${DDPX_TORCH_PYTHON:-python3}
 mkdir -p "$OUT"
-common=(--hidden="$HIDDEN" --batch_size="$BATCH" --train_limit=40000 --epochs=1
+common=(--hidden="$HIDDEN" --batch_size="$BATCH" --train_limit=60000 --epochs=2
         --log_every=1000 --seed=0 --timeout_s="$TIMEOUT_S")
 
 now() { date +%s.%N; }
 # The largest "step" in a metrics file's step lines (0 when none).
-last_step() { grep -o '"type":"step","epoch":[0-9]*,"step":[0-9]*' "$1" 2>/dev/null |
-              sed 's/.*"step"://' | sort -n | tail -1 || true; }
+last_step() { awk 'match($0, /"type":"step","epoch":[0-9]+,"step":[0-9]+/) {
+                s = substr($0, RSTART, RLENGTH); sub(/.*"step":/, "", s); if (s + 0 > m) m = s + 0 }
+              END { print m + 0 }' "$1" 2>/dev/null || echo 0; }
 wait_step() {  # FILE STEP PID: until FILE has a step >= STEP
-  while [ "$(last_step "$1")" = "" ] || [ "$(last_step "$1")" -lt "$2" ]; do
+  while [ "$(last_step "$1")" -lt "$2" ]; do
     kill -0 "$3" 2>/dev/null || die "the job ended before step $2 (logs in $OUT)"
     sleep 0.02
   done
@@ -55,7 +57,7 @@ wait_step() {  # FILE STEP PID: until FILE has a step >= STEP
 # The pid of a child of PARENT (or of its children) with RANK=SLOT.
 rank_pid() {
   for p in $(pgrep -P "$1") $(for c in $(pgrep -P "$1"); do pgrep -P "$c"; done); do
-    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "RANK=$2"; then echo "$p"; return; fi
+    if grep -qxz "RANK=$2" "/proc/$p/environ" 2>/dev/null; then echo "$p"; return; fi
   done
 }
 field() { sed -n "s/.*\"$1\":\"\{0,1\}\([^,\"}]*\).*/\1/p"; }
@@ -72,17 +74,17 @@ victim=$(rank_pid "$job" 2)
 [ -n "$victim" ] || die "ddpx failed: no rank in slot 2"
 t_kill=$(now); kill -9 "$victim"
 wait "$job" || die "ddpx failed: the elastic job ended with $? (log $OUT/ours.log)"
-first_after=$(grep '"type":"step"' "$OUT/ours.jsonl" | grep -v '"generation":0,' | head -1)
+first_after=$(awk '/"type":"step"/ && !/"generation":0,/ {print; exit}' "$OUT/ours.jsonl")
 [ -n "$first_after" ] || die "ddpx failed: no step after the kill (log $OUT/ours.log)"
-recovery=$(echo "$(echo "$first_after" | field unix_s) - $t_kill" | bc -l)
-membership=$(grep '"type":"membership"' "$OUT/ours.jsonl" | head -1)
+recovery=$(echo "$(echo "$first_after" | field unix_ms) / 1000 - $t_kill" | bc -l)
+membership=$(awk '/"type":"membership"/ {print; exit}' "$OUT/ours.jsonl")
 steps_lost=$(echo "$membership" | field steps_lost)
-t_start=$(sed -n 's/.*starting a replacement.* at unix \([0-9.]*\).*/\1/p' "$OUT/ours.log" | head -1)
-join_gen=$(grep '"type":"membership"' "$OUT/ours.jsonl" | grep -v '"joined":"",' | head -1 | field generation)
+t_start=$(sed -n 's/.*starting a replacement.* at unix \([0-9.]*\).*/\1/p' "$OUT/ours.log")
+join_gen=$(awk '/"type":"membership"/ && !/"joined":"",/ {print; exit}' "$OUT/ours.jsonl" | field generation)
 replacement_join=nan
 if [ -n "$t_start" ] && [ -n "$join_gen" ]; then
-  first_joined=$(grep '"type":"step"' "$OUT/ours.jsonl" | grep "\"generation\":$join_gen," | head -1)
-  [ -n "$first_joined" ] && replacement_join=$(echo "$(echo "$first_joined" | field unix_s) - $t_start" | bc -l)
+  first_joined=$(awk -v g="\"generation\":$join_gen," '/"type":"step"/ && index($0, g) {print; exit}' "$OUT/ours.jsonl")
+  [ -n "$first_joined" ] && replacement_join=$(echo "$(echo "$first_joined" | field unix_ms) / 1000 - $t_start" | bc -l)
 fi
 echo "ours: recovery ${recovery} s, steps lost $steps_lost, replacement join ${replacement_join} s"
 
@@ -99,7 +101,7 @@ while ! grep -q '"type":"membership"' "$OUT/stop.jsonl"; do
 done
 kill -CONT "$victim"
 wait "$job" || die "ddpx failed: the SIGSTOP job ended with $? (log $OUT/stop.log)"
-detect=$(echo "$(grep '"type":"membership"' "$OUT/stop.jsonl" | head -1 | field unix_s) - $t_stop" | bc -l)
+detect=$(echo "$(awk '/"type":"membership"/ {print; exit}' "$OUT/stop.jsonl" | field unix_ms) / 1000 - $t_stop" | bc -l)
 echo "sigstop: the others went on without it after ${detect} s"
 
 # ---- anchor: torchrun restarting every worker from the last checkpoint
@@ -111,12 +113,15 @@ if "$python" -c 'import torch.distributed.run' 2>/dev/null; then
     --metrics_out="$OUT/anchor.jsonl" >"$OUT/anchor.log" 2>&1 &
   job=$!
   wait_step "$OUT/anchor.jsonl" "$KILL_AT" "$job"
+  victim=$(rank_pid "$job" 2)
+  [ -n "$victim" ] || die "anchor failed: no rank in slot 2"
+  t_kill=$(now); kill -9 "$victim"
+  # Read after the kill: no step past these can have been written before it.
   seen=$(last_step "$OUT/anchor.jsonl")
   lines=$(wc -l <"$OUT/anchor.jsonl")
-  victim=$(rank_pid "$job" 2)
-  t_kill=$(now); kill -9 "$victim"
-  while ! tail -n +"$((lines + 1))" "$OUT/anchor.jsonl" | grep '"type":"step"' |
-          grep -q "\"step\":$((seen + 1)),"; do
+  while ! awk -v n="$lines" -v want="\"step\":$((seen + 1))," \
+          'NR > n && /"type":"step"/ && index($0, want) {found = 1} END {exit !found}' \
+          "$OUT/anchor.jsonl"; do
     kill -0 "$job" 2>/dev/null || die "anchor failed: torchrun ended before step $((seen + 1)) (log $OUT/anchor.log)"
     sleep 0.02
   done

@@ -23,10 +23,11 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// The wall clock, comparable across the processes of a job (rank 0 changes
-// with the membership, and so does whose clock wall_s counts from).
-double unix_seconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+// The wall clock in ms, comparable across the processes of a job (rank 0
+// changes with the membership, and so does whose clock wall_s counts from).
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
       .count();
 }
 
@@ -158,7 +159,7 @@ absl::StatusOr<TrainSummary> train_elastic(const TrainConfig& c, elastic::Elasti
                           .add("cause", why.ok() ? std::string("admission")
                                                  : std::string(why.message()))
                           .add("wall_s", wall())
-                          .add("unix_s", unix_seconds()));
+                          .add("unix_ms", unix_ms()));
       }
       return absl::OkStatus();
     }
@@ -247,7 +248,7 @@ absl::StatusOr<TrainSummary> train_elastic(const TrainConfig& c, elastic::Elasti
                      static_cast<double>(lr), wall()};
         metrics.write(step_json(r)
                           .add("generation", group.generation())
-                          .add("unix_s", unix_seconds()));
+                          .add("unix_ms", unix_ms()));
         if (c.log_every > 0 && pos.global_step % c.log_every == 0) {
           live.update(absl::StrFormat(
               "epoch %lld step %lld | loss %.4f | %d ranks, generation %lld | %.1f ms/step",
