@@ -159,9 +159,14 @@ absl::Status ElasticGroup::announce_newcomer() {
 bool ElasticGroup::member_gone(int64_t member) {
   if (watch_.stale(member)) return true;
   // The launcher that started it says it ended (the quick way for kill -9).
-  absl::StatusOr<std::string> who = store_->get_string(keys::member(member), std::chrono::seconds(5));
-  if (!who.ok()) return false;
-  absl::StatusOr<bool> gone = store_->check({keys::gone(*who)});
+  auto it = whereabouts_.find(member);
+  if (it == whereabouts_.end()) {
+    absl::StatusOr<std::string> who =
+        store_->get_string(keys::member(member), std::chrono::seconds(5));
+    if (!who.ok()) return false;
+    it = whereabouts_.emplace(member, *who).first;
+  }
+  absl::StatusOr<bool> gone = store_->check({keys::gone(it->second)});
   return gone.ok() && *gone;
 }
 
@@ -369,21 +374,23 @@ absl::StatusOr<CommitDecision> ElasticGroup::should_commit(int64_t step,
   }
   const Clock::time_point until = Clock::now() + options_.timeout;
   while (!decided.has_value()) {
-    absl::StatusOr<std::string> v = store_->get_string(decision_key, options_.heartbeat_interval);
+    // Short waits: a member that voted no and died is seen between them.
+    absl::StatusOr<std::string> v = store_->get_string(
+        decision_key, std::min<std::chrono::milliseconds>(options_.heartbeat_interval,
+                                                          std::chrono::milliseconds(50)));
     if (v.ok()) {
       decided = *v;
       break;
     }
     if (!is_timeout(v.status())) return store_error(v.status(), "waiting for a step's vote");
-    // Someone has not voted yet: is it still beating?
-    if (absl::Status s = watch_.refresh(*store_, members_); !s.ok())
-      return store_error(s, "reading heartbeats");
+    // Someone has not voted yet: is it gone? (The heartbeat thread keeps
+    // the watch of the members up to date.)
     std::string why;
     for (size_t r = 0; r < members_.size(); ++r) {
-      if (watch_.stale(members_[r])) {
+      if (members_[r] != id_ && member_gone(members_[r])) {
         why = absl::StrCat("abort rank ", r, " (member ", members_[r],
-                           ") stopped beating (no heartbeat for ", watch_.dead_after().count(),
-                           " ms)");
+                           ") is gone (its launcher saw it end, or no heartbeat for ",
+                           watch_.dead_after().count(), " ms)");
         break;
       }
     }

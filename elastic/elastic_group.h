@@ -29,6 +29,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -153,6 +154,7 @@ class ElasticGroup {
   HeartbeatWatch watch_;
   std::mutex watched_mu_;
   std::vector<int64_t> watched_;  // the members the heartbeat thread looks at
+  std::map<int64_t, std::string> whereabouts_;  // member id -> "host:pid"
   int64_t generation_ = -1;
   int64_t admitted_ = 0;  // pending joiners admitted up to (exclusive)
   bool announced_ = false;
