@@ -212,13 +212,17 @@ absl::Status ElasticGroup::seal(int64_t generation, const std::vector<int64_t>& 
         for (int64_t m : unresolved)
           if (member_gone(m)) gone.insert(m);
       }
-      if (unresolved.size() == gone.size() ||
-          std::all_of(unresolved.begin(), unresolved.end(), [&](int64_t m) { return gone.count(m) > 0; }))
+      if (std::all_of(unresolved.begin(), unresolved.end(),
+                      [&](int64_t m) { return gone.count(m) > 0; }))
         break;
     }
     if (Clock::now() >= until) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+  // One that came and then died (its launcher saw it end) is left out.
+  joined.erase(std::remove_if(joined.begin(), joined.end(),
+                              [&](int64_t m) { return m != id_ && member_gone(m); }),
+               joined.end());
   std::string record;
   if (static_cast<int>(joined.size()) < options_.min_size) {
     record = absl::StrCat("END|", joined.size(), " live rank", joined.size() == 1 ? "" : "s",
@@ -241,8 +245,12 @@ absl::Status ElasticGroup::seal(int64_t generation, const std::vector<int64_t>& 
 }
 
 absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
-                                                    const std::vector<int64_t>& previous,
+                                                    const std::vector<int64_t>& previous_members,
                                                     Clock::time_point started, bool newcomer) {
+  constexpr int kMaxFailedBuilds = 8;
+  int failed_builds = 0;
+  std::vector<int64_t> current_previous = previous_members;
+  const std::vector<int64_t>& previous = current_previous;
   for (;;) {
     if (absl::Status s = store_->append(keys::joined(generation), to_bytes(absl::StrCat(id_, ",")));
         !s.ok())
@@ -266,9 +274,23 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
         Clock::now() + options_.join_timeout + std::chrono::seconds(10);
     absl::StatusOr<std::string> text = absl::DeadlineExceededError("");
     for (;;) {
-      text = store_->get_string(keys::members(generation), std::chrono::seconds(1));
+      text = store_->get_string(keys::members(generation), std::chrono::milliseconds(200));
       if (text.ok() || !is_timeout(text.status())) break;
       if (Clock::now() >= until) break;
+      // A leader that died while forming the generation is replaced: the
+      // first to swap itself in decides instead.
+      int64_t leader_id = -1;
+      if ((!newcomer || generation == 0) && absl::SimpleAtoi(leader, &leader_id) &&
+          leader_id != id_ && member_gone(leader_id)) {
+        absl::StatusOr<Bytes> l = store_->compare_set(keys::leader(generation), to_bytes(leader),
+                                                      to_bytes(absl::StrCat(id_)));
+        if (!l.ok()) return store_error(l.status(), "replacing a leader");
+        leader = to_string(*l);
+        if (leader == absl::StrCat(id_)) {
+          if (absl::Status s = seal(generation, previous); !s.ok()) return s;
+        }
+        continue;
+      }
       absl::StatusOr<bool> finished = store_->check({keys::kFinished});
       if (!finished.ok()) return store_error(finished.status(), "waiting for a generation");
       if (*finished) {
@@ -328,10 +350,18 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
     absl::StatusOr<std::shared_ptr<Backend>> backend =
         create_backend(options_.backend, pg_store, rank_, size(), options_.connect_timeout);
     if (!backend.ok()) {
-      return absl::Status(backend.status().code(),
-                          absl::StrCat("elastic: building generation ", generation, "'s group (",
-                                       options_.backend, ", rank ", rank_, " of ", size(),
-                                       "): ", backend.status().message()));
+      // A member died while the group connected: the next generation
+      // forms from the members of this one that are left.
+      if (++failed_builds > kMaxFailedBuilds) {
+        return absl::Status(backend.status().code(),
+                            absl::StrCat("elastic: building generation ", generation,
+                                         "'s group (", options_.backend, ", rank ", rank_,
+                                         " of ", size(), "): ", backend.status().message()));
+      }
+      current_previous = members_;
+      newcomer = false;  // a member now, of the generation that failed
+      ++generation;
+      continue;
     }
     retire(std::move(pg_));
     pg_ = std::make_shared<ProcessGroup>(*std::move(backend), pg_store, options_.timeout);

@@ -104,6 +104,10 @@ absl::StatusOr<std::unique_ptr<elastic::ElasticGroup>> join_elastic_job(const In
                                                    "] (the world size)"));
   }
   o.timeout = init.timeout;
+  // A generation's group connects in well under a second; a member that
+  // died meanwhile fails the connect after this, and the next generation
+  // forms without it.
+  o.connect_timeout = std::max<std::chrono::milliseconds>(init.timeout, std::chrono::seconds(10));
   o.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat * 1000));
   return elastic::ElasticGroup::join(o);
 }

@@ -111,6 +111,30 @@ TEST(ElasticTrainTest, TwoRanksKilledAtOnce) {
   expect_no_new_segments(before);
 }
 
+// The second kill lands while the survivors of the first may still be
+// forming the next generation (or just after): either way the job ends on
+// the two that are left.
+TEST(ElasticTrainTest, KillDuringTheRebuildAfterAnEarlierKill) {
+  const std::set<std::string> before = shm_segments();
+  ElasticJob job("kill_in_rebuild", 4, small_run());
+  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
+  const pid_t a = job.rank_pid(2), b = job.rank_pid(0);
+  ASSERT_GT(a, 0);
+  ASSERT_GT(b, 0);
+  ASSERT_EQ(kill(a, SIGKILL), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ASSERT_EQ(kill(b, SIGKILL), 0);
+  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  const std::string out = job.output();
+  ASSERT_TRUE(end.has_value()) << "the job hung after the kills:\n" << out;
+  EXPECT_EQ(end->exit_code, 0) << out;
+  const std::vector<std::string> changes = job.metrics_lines("membership");
+  ASSERT_GE(changes.size(), 1u) << out;
+  EXPECT_EQ(json_field(changes.back(), "world_size"), "2") << changes.back();
+  expect_all_equal(parameter_checksums(out), 2, out);
+  expect_no_new_segments(before);
+}
+
 TEST(ElasticTrainTest, BelowMinNprocEndsCleanly) {
   const std::set<std::string> before = shm_segments();
   ElasticJob job("below_min", 2, small_run({"--min_nproc=2"}));
