@@ -246,7 +246,7 @@ void bench_allreduce(Job& job, Results& r) {
     // Zeroed like the tensor: the same arithmetic.
     std::vector<float> raw_buf(count, 0.0f), control_buf(count, 0.0f);
     const size_t piece_bytes = job.ours->execution_plan().sync_piece_bytes();
-    const GlooBackend::AllreducePlan plan = job.ours->allreduce_plan(count * 4);
+    const AllreducePlan plan = job.ours->execution_plan().tcp_allreduce(count * 4);
     const AllreduceAlgorithm chosen = plan.algorithm;
     std::vector<AllreduceAlgorithm> algorithms;
     std::vector<std::function<void()>> variants = {
@@ -261,8 +261,8 @@ void bench_allreduce(Job& job, Results& r) {
     variants.push_back([&] { job.control->allreduce(chosen, control_buf.data(), count); });
     // Ours runs this size on sync pairs, whole or in pieces: time raw Gloo
     // doing the same on sync pairs too.
-    const bool whole = plan.where == GlooBackend::AllreducePlan::Where::kSyncPairs;
-    const bool sync = whole || plan.where == GlooBackend::AllreducePlan::Where::kSyncPieces;
+    const bool whole = plan.where == AllreducePlan::Where::kSyncPairs;
+    const bool sync = whole || plan.where == AllreducePlan::Where::kSyncPieces;
     std::vector<float> sync_buf(sync ? count : 0, 0.0f);  // only where it is timed
     if (sync) {
       const size_t per_piece = whole ? count : piece_bytes / 4;

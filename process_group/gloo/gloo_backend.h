@@ -82,10 +82,6 @@ class GlooBackend : public Backend {
   // Which path each collective takes in this group (execution_plan.h),
   // chosen when the group formed.
   const ExecutionPlan& execution_plan() const { return *plan_; }
-  // The algorithm the TCP path runs for an allreduce of `nbytes` per tensor,
-  // and where (ExecutionPlan::tcp_allreduce).
-  using AllreducePlan = ddpx::AllreducePlan;
-  AllreducePlan allreduce_plan(size_t nbytes) const { return plan_->tcp_allreduce(nbytes); }
   const std::string& shared_memory_status() const { return shm_status_; }
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,

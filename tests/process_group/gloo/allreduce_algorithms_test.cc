@@ -127,16 +127,16 @@ TEST(AllreduceAlgorithmChoice, ShippedTableWithSyncPieces) {
 // the event-loop pairs. Whatever a rank's op timeout.
 TEST(AllreducePlan, ClassicAlgorithmsRunOnTheSyncPairsOnly) {
   using A = AllreduceAlgorithm;
-  using Where = GlooBackend::AllreducePlan::Where;
+  using Where = AllreducePlan::Where;
   run_gloo_backends(2, [&](GlooBackend& b) {
-    const auto small = b.allreduce_plan(8);
+    const auto small = b.execution_plan().tcp_allreduce(8);
     EXPECT_EQ(small.algorithm, A::kRing);
     EXPECT_EQ(small.where, Where::kSyncPairs);
-    const auto huge = b.allreduce_plan(size_t{64} << 20);
+    const auto huge = b.execution_plan().tcp_allreduce(size_t{64} << 20);
     EXPECT_EQ(huge.algorithm, A::kGlooRing4M);
     EXPECT_EQ(huge.where, Where::kEventLoop);
     if (b.execution_plan().sync_piece_bytes() > 0) {
-      const auto pieces = b.allreduce_plan(size_t{8} << 20);
+      const auto pieces = b.execution_plan().tcp_allreduce(size_t{8} << 20);
       EXPECT_EQ(pieces.algorithm, A::kHalvingDoubling);
       EXPECT_EQ(pieces.where, Where::kSyncPieces);
     }
@@ -145,7 +145,7 @@ TEST(AllreducePlan, ClassicAlgorithmsRunOnTheSyncPairsOnly) {
   no_sync.sync_max_bytes = 0;
   run_gloo_backends(2, [&](GlooBackend& b) {
     for (size_t bytes : {size_t{8}, size_t{100} << 10, size_t{8} << 20}) {
-      const auto plan = b.allreduce_plan(bytes);
+      const auto plan = b.execution_plan().tcp_allreduce(bytes);
       EXPECT_FALSE(is_classic_allreduce(plan.algorithm)) << bytes;
       EXPECT_EQ(plan.where, Where::kEventLoop) << bytes;
     }
@@ -154,8 +154,8 @@ TEST(AllreducePlan, ClassicAlgorithmsRunOnTheSyncPairsOnly) {
   GlooOptions forced = local_gloo_options();
   forced.allreduce_algorithm = A::kRing;
   run_gloo_backends(3, [&](GlooBackend& b) {
-    EXPECT_EQ(b.allreduce_plan(8).algorithm, A::kRing);
-    const auto beyond = b.allreduce_plan(kSyncPairMaxMessageBytes + 4);
+    EXPECT_EQ(b.execution_plan().tcp_allreduce(8).algorithm, A::kRing);
+    const auto beyond = b.execution_plan().tcp_allreduce(kSyncPairMaxMessageBytes + 4);
     EXPECT_EQ(beyond.algorithm, A::kGlooRing);
     EXPECT_EQ(beyond.where, Where::kEventLoop);
   }, forced);
