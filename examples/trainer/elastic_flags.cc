@@ -107,7 +107,7 @@ absl::StatusOr<std::unique_ptr<elastic::ElasticGroup>> join_elastic_job(const In
   // A generation's group connects in well under a second; a member that
   // died meanwhile fails the connect after this, and the next generation
   // forms without it.
-  o.connect_timeout = std::max<std::chrono::milliseconds>(init.timeout, std::chrono::seconds(10));
+  o.connect_timeout = std::max<std::chrono::milliseconds>(init.timeout, std::chrono::seconds(5));
   o.heartbeat_interval = std::chrono::milliseconds(static_cast<int64_t>(heartbeat * 1000));
   return elastic::ElasticGroup::join(o);
 }

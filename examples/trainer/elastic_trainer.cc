@@ -124,12 +124,18 @@ absl::StatusOr<TrainSummary> train_elastic(const TrainConfig& c, elastic::Elasti
   // until one starts. `lost` steps were discarded by the failure.
   auto recover = [&](absl::Status why, int64_t lost) -> absl::Status {
     const Clock::time_point t0 = Clock::now();
+    // Each generation that could not start (a member died meanwhile), and why.
+    std::string failed_starts;
     for (int attempt = 0;; ++attempt) {
       absl::StatusOr<elastic::MembershipChange> change = group.reform(why);
       if (!change.ok()) return change.status();
       absl::Status s = start_generation();
       if (!s.ok()) {
         if (store_gone(s) || attempt >= 8) return s;
+        absl::StrAppendFormat(&failed_starts, "%sgeneration %lld did not start after %.3f s: %s",
+                              failed_starts.empty() ? "" : "; ",
+                              (long long)change->generation, seconds_since(t0),
+                              std::string(s.message()));
         why = s;
         continue;
       }
@@ -158,6 +164,7 @@ absl::StatusOr<TrainSummary> train_elastic(const TrainConfig& c, elastic::Elasti
                           .add("steps_lost", lost)
                           .add("cause", why.ok() ? std::string("admission")
                                                  : std::string(why.message()))
+                          .add("failed_starts", failed_starts)
                           .add("wall_s", wall())
                           .add("unix_ms", unix_ms()));
       }
