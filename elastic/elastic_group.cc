@@ -250,6 +250,7 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
   constexpr int kMaxFailedBuilds = 8;
   int failed_builds = 0;
   std::vector<int64_t> current_previous = previous_members;
+  std::vector<int64_t> carried_joined;  // joined generations that did not start
   const std::vector<int64_t>& previous = current_previous;
   for (;;) {
     if (absl::Status s = store_->append(keys::joined(generation), to_bytes(absl::StrCat(id_, ",")));
@@ -337,8 +338,13 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
     c.size = size();
     c.members = members_;
     c.left = minus(before, members_);
+    // Those admitted into a generation that never started still need the
+    // state: they count as joining this one.
     c.joined = minus(members_, before);
-    c.this_process_joined = !contains(before, id_);
+    for (int64_t m : carried_joined)
+      if (contains(members_, m) && !contains(c.joined, m)) c.joined.push_back(m);
+    std::sort(c.joined.begin(), c.joined.end());
+    c.this_process_joined = contains(c.joined, id_);
     if (generation > 0 && !c.joined.empty() && contains(c.joined, members_[0])) {
       return absl::FailedPreconditionError(absl::StrCat(
           "elastic: generation ", generation, " has no member of generation ", generation - 1,
@@ -357,6 +363,11 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
                             absl::StrCat("elastic: building generation ", generation,
                                          "'s group (", options_.backend, ", rank ", rank_,
                                          " of ", size(), "): ", backend.status().message()));
+      }
+      // (The first generation's members all start from the same state.)
+      if (generation > 0) {
+        for (int64_t m : c.joined)
+          if (!contains(carried_joined, m)) carried_joined.push_back(m);
       }
       current_previous = members_;
       newcomer = false;  // a member now, of the generation that failed
