@@ -173,7 +173,7 @@ TEST(ElasticTrainTest, StoppedRankIsDroppedAndRefusedAfterContinue) {
 }
 
 TEST(ElasticTrainTest, ReplacementJoinsWithTheSameParameters) {
-  ElasticJob job("replace", 4, small_run({"--max_restarts=1", "--train_limit=60000", "--epochs=2"}));
+  ElasticJob job("replace", 4, small_run({"--max_restarts=1", "--epochs=10"}));
   ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
   const pid_t victim = job.rank_pid(1);
   ASSERT_GT(victim, 0);
