@@ -13,7 +13,12 @@ For 2 and 4 ranks (real processes on this host, one torch thread each):
   - reduce_scatter_tensor and all_gather_into_tensor of 64 MiB (the full
     tensor) on ddpx and Gloo;
   - 2 ranks only: one torch DDP training step (MLP 784-2048-2048-10, batch
-    64 per rank, SGD) with the model's process group on ddpx or on Gloo.
+    64 per rank, SGD) with the model's process group on ddpx or on Gloo;
+  - the floors under ddpx's Python figures, in the same rounds: the same
+    allreduce from C++ on the same ddpx group, through ddpx's ProcessGroup
+    (ddpx_cpp) and through torch's c10d::Backend API with its Work
+    (ddpx_backend), and torch's Python path alone (python_path:
+    dist.all_reduce of 8 B on a group of one rank, no peer to wait for).
 Every rank holds a Gloo group (the default group, also used to agree on
 iteration counts and to collect times), a ddpx group (new_group) and
 DeepSpeed's op. Rounds alternate the backends (the order rotates each
@@ -30,6 +35,10 @@ Last line (2 ranks; see issue 30):
          py_allreduce_vs_deepspeed_geomean=  geometric mean over the sizes
          py_reduce_scatter_64MiB_vs_gloo=  Gloo's time / ddpx's
          torch_ddp_step_vs_gloo=  ddpx's step time / Gloo's
+         floor_vs_gloo_small_min, floor_vs_deepspeed_min=  the small_min and
+             deepspeed_min ratios against ddpx_cpp + python_path: what
+             dist.all_reduce on ddpx could reach in this run if it cost only
+             its C++ op and torch's own Python path
 """
 import argparse
 import datetime
@@ -288,6 +297,11 @@ def result_line(med):
         ds = [ratio("deepspeed", s) for s in SIZES]
         fields["py_allreduce_vs_deepspeed_min"] = min(ds)
         fields["py_allreduce_vs_deepspeed_geomean"] = math.exp(sum(map(math.log, ds)) / len(ds))
+    fields["py_reduce_scatter_64MiB_vs_gloo"] = (med[("reduce_scatter_tensor", "gloo", BIG)]
+                                                 / med[("reduce_scatter_tensor", "ddpx", BIG)])
+    if ("ddp_step", "ddpx", 0) in med:
+        fields["torch_ddp_step_vs_gloo"] = (med[("ddp_step", "ddpx", 0)]
+                                            / med[("ddp_step", "gloo", 0)])
     # The same ratios had ddpx's op from Python cost its C++ op (ddpx_cpp)
     # plus torch's Python path alone (python_path): the best dist.all_reduce
     # on ddpx could reach in this run.
@@ -298,11 +312,6 @@ def result_line(med):
                                             if s <= SMALL_MAX)
     if ("all_reduce", "deepspeed", SIZES[0]) in med:
         fields["floor_vs_deepspeed_min"] = min(floor_ratio("deepspeed", s) for s in SIZES)
-    fields["py_reduce_scatter_64MiB_vs_gloo"] = (med[("reduce_scatter_tensor", "gloo", BIG)]
-                                                 / med[("reduce_scatter_tensor", "ddpx", BIG)])
-    if ("ddp_step", "ddpx", 0) in med:
-        fields["torch_ddp_step_vs_gloo"] = (med[("ddp_step", "ddpx", 0)]
-                                            / med[("ddp_step", "gloo", 0)])
     return "RESULT " + " ".join(f"{k}={v:.3f}" for k, v in fields.items())
 
 

@@ -86,89 +86,114 @@ void DdpxBackend::setTimeout(std::chrono::milliseconds timeout) {
   timeout_ms_.store(timeout.count(), std::memory_order_relaxed);
 }
 
-c10::intrusive_ptr<c10d::Work> DdpxBackend::launch(c10d::OpType type, const char* title,
-                                                   std::vector<at::Tensor> outputs,
-                                                   std::shared_ptr<Staging> staging,
-                                                   WorkList parts) {
-  const uint64_t seq = ++sequence_;
-  auto work = c10::make_intrusive<TorchWork>(config_.rank, type, title, std::move(outputs),
-                                             std::move(staging), seq, group_timeout());
-  return TorchWork::track(std::move(work), std::move(parts));
-}
+// The name torch's profiler and ddpx's errors give an op.
+struct OpName {
+  c10d::OpType type;
+  const char* name;   // in errors: "ddpx: all_reduce: ..."
+  const char* title;  // torch's profiling title
+};
+#define DDPX_OP(type, name) \
+  OpName { c10d::OpType::type, name, "ddpx:" name }
+
+class DdpxBackend::Call {
+ public:
+  Call(DdpxBackend& backend, const OpName& name)
+      : backend_(backend), name_(name), staging_(std::make_shared<Staging>(name.name)) {}
+
+  Staging& stage() { return *staging_; }
+  // ddpx options of type O with torch's `timeout` resolved (unset: the
+  // group's current timeout).
+  template <typename O>
+  O options(std::chrono::milliseconds timeout) const {
+    O o;
+    o.timeout = backend_.op_timeout(timeout);
+    return o;
+  }
+  // ... with a reduce op, for tensors like `like`.
+  template <typename O>
+  O reduce_options(std::chrono::milliseconds timeout, const c10d::ReduceOp& op,
+                   const at::Tensor& like) const {
+    O o = options<O>(timeout);
+    o.op = to_ddpx_reduce_op(op, like.scalar_type(), name_.name);
+    return o;
+  }
+  // The TorchWork over the op's ddpx parts; `outputs` are its result().
+  c10::intrusive_ptr<c10d::Work> launch(std::vector<at::Tensor> outputs, WorkList parts) {
+    const uint64_t seq = ++backend_.sequence_;
+    auto work = c10::make_intrusive<TorchWork>(backend_.config_.rank, name_.type, name_.title,
+                                               std::move(outputs), std::move(staging_), seq,
+                                               backend_.group_timeout());
+    return TorchWork::track(std::move(work), std::move(parts));
+  }
+  c10::intrusive_ptr<c10d::Work> launch(std::vector<at::Tensor> outputs,
+                                        std::shared_ptr<ddpx::Work> part) {
+    WorkList parts;
+    parts.push_back(std::move(part));
+    return launch(std::move(outputs), std::move(parts));
+  }
+
+ private:
+  DdpxBackend& backend_;
+  const OpName name_;
+  std::shared_ptr<Staging> staging_;
+};
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::broadcast(std::vector<at::Tensor>& tensors,
                                                       const c10d::BroadcastOptions& opts) {
   check_not_empty(tensors.size(), "broadcast", "tensors");
-  auto staging = std::make_shared<Staging>("broadcast");
-  ddpx::BroadcastOptions o;
+  Call call(*this, DDPX_OP(BROADCAST, "broadcast"));
+  auto o = call.options<ddpx::BroadcastOptions>(opts.timeout);
   o.root_rank = static_cast<int>(opts.rootRank);
   o.root_tensor = static_cast<int>(opts.rootTensor);
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->broadcast(staging->outputs(tensors, "tensor"), o);
-  return launch(c10d::OpType::BROADCAST, "ddpx:broadcast", tensors, staging, {part});
+  return call.launch(tensors, group_->broadcast(call.stage().outputs(tensors, {"tensor"}), o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::allreduce(std::vector<at::Tensor>& tensors,
                                                       const c10d::AllreduceOptions& opts) {
   check_not_empty(tensors.size(), "all_reduce", "tensors");
-  auto staging = std::make_shared<Staging>("all_reduce");
-  ddpx::AllreduceOptions o;
-  o.op = to_ddpx_reduce_op(opts.reduceOp, tensors[0].scalar_type(), "all_reduce");
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->allreduce(staging->outputs(tensors, "tensor"), o);
-  return launch(c10d::OpType::ALLREDUCE, "ddpx:all_reduce", tensors, staging, {part});
+  Call call(*this, DDPX_OP(ALLREDUCE, "all_reduce"));
+  auto o = call.reduce_options<ddpx::AllreduceOptions>(opts.timeout, opts.reduceOp, tensors[0]);
+  return call.launch(tensors, group_->allreduce(call.stage().outputs(tensors, {"tensor"}), o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::allreduce_coalesced(
     std::vector<at::Tensor>& tensors, const c10d::AllreduceCoalescedOptions& opts) {
   check_not_empty(tensors.size(), "all_reduce_coalesced", "tensors");
-  auto staging = std::make_shared<Staging>("all_reduce_coalesced");
-  ddpx::AllreduceOptions o;
-  o.op = to_ddpx_reduce_op(opts.reduceOp, tensors[0].scalar_type(), "all_reduce_coalesced");
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->allreduce_coalesced(staging->outputs(tensors, "tensor"), o);
-  return launch(c10d::OpType::ALLREDUCE_COALESCED, "ddpx:all_reduce_coalesced", tensors,
-                staging, {part});
+  Call call(*this, DDPX_OP(ALLREDUCE_COALESCED, "all_reduce_coalesced"));
+  auto o = call.reduce_options<ddpx::AllreduceOptions>(opts.timeout, opts.reduceOp, tensors[0]);
+  return call.launch(tensors,
+                     group_->allreduce_coalesced(call.stage().outputs(tensors, {"tensor"}), o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::reduce(std::vector<at::Tensor>& tensors,
                                                    const c10d::ReduceOptions& opts) {
   check_not_empty(tensors.size(), "reduce", "tensors");
-  auto staging = std::make_shared<Staging>("reduce");
-  ddpx::ReduceOptions o;
-  o.op = to_ddpx_reduce_op(opts.reduceOp, tensors[0].scalar_type(), "reduce");
+  Call call(*this, DDPX_OP(REDUCE, "reduce"));
+  auto o = call.reduce_options<ddpx::ReduceOptions>(opts.timeout, opts.reduceOp, tensors[0]);
   o.root_rank = static_cast<int>(opts.rootRank);
   o.root_tensor = static_cast<int>(opts.rootTensor);
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->reduce(staging->outputs(tensors, "tensor"), o);
-  return launch(c10d::OpType::REDUCE, "ddpx:reduce", tensors, staging, {part});
+  return call.launch(tensors, group_->reduce(call.stage().outputs(tensors, {"tensor"}), o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::allgather(
     std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
     const c10d::AllgatherOptions& opts) {
   check_not_empty(inputs.size(), "all_gather", "input tensors");
-  auto staging = std::make_shared<Staging>("all_gather");
-  std::vector<ddpx::TensorList> out;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    out.push_back(staging->outputs(outputs[i], "output list " + std::to_string(i) + ", tensor"));
-  }
-  ddpx::AllgatherOptions o;
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->allgather(out, staging->inputs(inputs, "input tensor"), o);
-  return launch(c10d::OpType::ALLGATHER, "ddpx:all_gather", flatten(outputs), staging, {part});
+  Call call(*this, DDPX_OP(ALLGATHER, "all_gather"));
+  auto out = call.stage().output_lists(outputs, "output list", "tensor");
+  return call.launch(flatten(outputs),
+                     group_->allgather(out, call.stage().inputs(inputs, {"input tensor"}),
+                                       call.options<ddpx::AllgatherOptions>(opts.timeout)));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::all_gather_single(at::Tensor& output,
                                                               at::Tensor& input,
                                                               const c10d::AllgatherOptions& opts) {
-  auto staging = std::make_shared<Staging>("all_gather_into_tensor");
-  ddpx::AllgatherOptions o;
-  o.timeout = op_timeout(opts.timeout);
-  ddpx::Tensor in = staging->input(input, "input");
-  auto part = group_->allgather_into_tensor(staging->output(output, "output"), in, o);
-  return launch(c10d::OpType::_ALLGATHER_BASE, "ddpx:all_gather_into_tensor", {output}, staging,
-                {part});
+  Call call(*this, DDPX_OP(_ALLGATHER_BASE, "all_gather_into_tensor"));
+  ddpx::Tensor in = call.stage().input(input, {"input"});
+  return call.launch({output}, group_->allgather_into_tensor(
+                                   call.stage().output(output, {"output"}), in,
+                                   call.options<ddpx::AllgatherOptions>(opts.timeout)));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::allgather_coalesced(
@@ -184,20 +209,18 @@ c10::intrusive_ptr<c10d::Work> DdpxBackend::allgather_coalesced(
     TORCH_CHECK(outputs[r].size() == inputs.size(), "ddpx: all_gather_coalesced: output list ",
                 r, " holds ", outputs[r].size(), " tensors for ", inputs.size(), " inputs");
   }
-  auto staging = std::make_shared<Staging>("all_gather_coalesced");
-  ddpx::AllgatherOptions o;
-  o.timeout = op_timeout(opts.timeout);
+  Call call(*this, DDPX_OP(ALLGATHER_COALESCED, "all_gather_coalesced"));
+  const auto o = call.options<ddpx::AllgatherOptions>(opts.timeout);
   WorkList parts;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string n = std::to_string(i);
+    const auto n = static_cast<int64_t>(i);
     std::vector<at::Tensor> gathered;  // input i from every rank, in rank order
     for (auto& list : outputs) gathered.push_back(list[i]);
     std::vector<ddpx::TensorList> out = {
-        staging->outputs(gathered, "output for input " + n + ", rank")};
-    parts.push_back(group_->allgather(out, {staging->input(inputs[i], "input " + n)}, o));
+        call.stage().outputs(gathered, {"rank", -1, "output for input", n})};
+    parts.push_back(group_->allgather(out, {call.stage().input(inputs[i], {"input", n})}, o));
   }
-  return launch(c10d::OpType::ALLGATHER_COALESCED, "ddpx:all_gather_coalesced", flatten(outputs),
-                staging, std::move(parts));
+  return call.launch(flatten(outputs), std::move(parts));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::all_gather_single_coalesced(
@@ -205,32 +228,27 @@ c10::intrusive_ptr<c10d::Work> DdpxBackend::all_gather_single_coalesced(
     const c10d::AllgatherOptions& opts) {
   TORCH_CHECK(outputs.size() == inputs.size(), "ddpx: all_gather_into_tensor_coalesced: ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
-  auto staging = std::make_shared<Staging>("all_gather_into_tensor_coalesced");
-  ddpx::AllgatherOptions o;
-  o.timeout = op_timeout(opts.timeout);
+  Call call(*this, DDPX_OP(ALLGATHER_INTO_TENSOR_COALESCED, "all_gather_into_tensor_coalesced"));
+  const auto o = call.options<ddpx::AllgatherOptions>(opts.timeout);
   WorkList parts;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string n = std::to_string(i);
-    ddpx::Tensor in = staging->input(inputs[i], "input " + n);
-    parts.push_back(group_->allgather_into_tensor(staging->output(outputs[i], "output " + n), in, o));
+    const auto n = static_cast<int64_t>(i);
+    ddpx::Tensor in = call.stage().input(inputs[i], {"input", n});
+    parts.push_back(
+        group_->allgather_into_tensor(call.stage().output(outputs[i], {"output", n}), in, o));
   }
-  return launch(c10d::OpType::ALLGATHER_INTO_TENSOR_COALESCED,
-                "ddpx:all_gather_into_tensor_coalesced", outputs, staging, std::move(parts));
+  return call.launch(outputs, std::move(parts));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::gather(std::vector<std::vector<at::Tensor>>& outputs,
                                                    std::vector<at::Tensor>& inputs,
                                                    const c10d::GatherOptions& opts) {
-  auto staging = std::make_shared<Staging>("gather");
-  std::vector<ddpx::TensorList> out;
-  for (size_t i = 0; i < outputs.size(); ++i) {
-    out.push_back(staging->outputs(outputs[i], "output list " + std::to_string(i) + ", tensor"));
-  }
-  ddpx::GatherOptions o;
+  Call call(*this, DDPX_OP(GATHER, "gather"));
+  auto o = call.options<ddpx::GatherOptions>(opts.timeout);
   o.root_rank = static_cast<int>(opts.rootRank);
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->gather(out, staging->inputs(inputs, "input tensor"), o);
-  return launch(c10d::OpType::GATHER, "ddpx:gather", flatten(outputs), staging, {part});
+  auto out = call.stage().output_lists(outputs, "output list", "tensor");
+  return call.launch(flatten(outputs),
+                     group_->gather(out, call.stage().inputs(inputs, {"input tensor"}), o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::gather_single(at::Tensor& output, at::Tensor& input,
@@ -246,51 +264,39 @@ c10::intrusive_ptr<c10d::Work> DdpxBackend::gather_single(at::Tensor& output, at
     outputs.push_back(output.reshape({config_.size, input.numel()}).unbind(0));
   }
   std::vector<at::Tensor> inputs = {input.reshape({input.numel()})};
-  auto work = gather(outputs, inputs, opts);
-  return work;
+  return gather(outputs, inputs, opts);
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::scatter(std::vector<at::Tensor>& outputs,
                                                     std::vector<std::vector<at::Tensor>>& inputs,
                                                     const c10d::ScatterOptions& opts) {
-  auto staging = std::make_shared<Staging>("scatter");
-  std::vector<ddpx::TensorList> in;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    in.push_back(staging->inputs(inputs[i], "input list " + std::to_string(i) + ", tensor"));
-  }
-  ddpx::ScatterOptions o;
+  Call call(*this, DDPX_OP(SCATTER, "scatter"));
+  auto o = call.options<ddpx::ScatterOptions>(opts.timeout);
   o.root_rank = static_cast<int>(opts.rootRank);
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->scatter(staging->outputs(outputs, "output tensor"), in, o);
-  return launch(c10d::OpType::SCATTER, "ddpx:scatter", outputs, staging, {part});
+  auto in = call.stage().input_lists(inputs, "input list", "tensor");
+  return call.launch(outputs,
+                     group_->scatter(call.stage().outputs(outputs, {"output tensor"}), in, o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::reduce_scatter(
     std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
     const c10d::ReduceScatterOptions& opts) {
   check_not_empty(outputs.size(), "reduce_scatter", "output tensors");
-  auto staging = std::make_shared<Staging>("reduce_scatter");
-  std::vector<ddpx::TensorList> in;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    in.push_back(staging->inputs(inputs[i], "input list " + std::to_string(i) + ", tensor"));
-  }
-  ddpx::ReduceScatterOptions o;
-  o.op = to_ddpx_reduce_op(opts.reduceOp, outputs[0].scalar_type(), "reduce_scatter");
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->reduce_scatter(staging->outputs(outputs, "output tensor"), in, o);
-  return launch(c10d::OpType::REDUCE_SCATTER, "ddpx:reduce_scatter", outputs, staging, {part});
+  Call call(*this, DDPX_OP(REDUCE_SCATTER, "reduce_scatter"));
+  auto o =
+      call.reduce_options<ddpx::ReduceScatterOptions>(opts.timeout, opts.reduceOp, outputs[0]);
+  auto in = call.stage().input_lists(inputs, "input list", "tensor");
+  return call.launch(
+      outputs, group_->reduce_scatter(call.stage().outputs(outputs, {"output tensor"}), in, o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::reduce_scatter_single(
     at::Tensor& output, at::Tensor& input, const c10d::ReduceScatterOptions& opts) {
-  auto staging = std::make_shared<Staging>("reduce_scatter_tensor");
-  ddpx::ReduceScatterOptions o;
-  o.op = to_ddpx_reduce_op(opts.reduceOp, output.scalar_type(), "reduce_scatter_tensor");
-  o.timeout = op_timeout(opts.timeout);
-  ddpx::Tensor in = staging->input(input, "input");
-  auto part = group_->reduce_scatter_tensor(staging->output(output, "output"), in, o);
-  return launch(c10d::OpType::_REDUCE_SCATTER_BASE, "ddpx:reduce_scatter_tensor", {output},
-                staging, {part});
+  Call call(*this, DDPX_OP(_REDUCE_SCATTER_BASE, "reduce_scatter_tensor"));
+  auto o = call.reduce_options<ddpx::ReduceScatterOptions>(opts.timeout, opts.reduceOp, output);
+  ddpx::Tensor in = call.stage().input(input, {"input"});
+  return call.launch({output}, group_->reduce_scatter_tensor(
+                                   call.stage().output(output, {"output"}), in, o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::reduce_scatter_single_coalesced(
@@ -298,42 +304,38 @@ c10::intrusive_ptr<c10d::Work> DdpxBackend::reduce_scatter_single_coalesced(
     const c10d::ReduceScatterOptions& opts) {
   TORCH_CHECK(outputs.size() == inputs.size(), "ddpx: reduce_scatter_tensor_coalesced: ",
               outputs.size(), " outputs for ", inputs.size(), " inputs");
-  auto staging = std::make_shared<Staging>("reduce_scatter_tensor_coalesced");
+  Call call(*this, DDPX_OP(REDUCE_SCATTER_TENSOR_COALESCED, "reduce_scatter_tensor_coalesced"));
   WorkList parts;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    const std::string n = std::to_string(i);
-    ddpx::ReduceScatterOptions o;
-    o.op = to_ddpx_reduce_op(opts.reduceOp, outputs[i].scalar_type(),
-                             "reduce_scatter_tensor_coalesced");
-    o.timeout = op_timeout(opts.timeout);
-    ddpx::Tensor in = staging->input(inputs[i], "input " + n);
-    parts.push_back(group_->reduce_scatter_tensor(staging->output(outputs[i], "output " + n), in, o));
+    const auto n = static_cast<int64_t>(i);
+    auto o = call.reduce_options<ddpx::ReduceScatterOptions>(opts.timeout, opts.reduceOp,
+                                                             outputs[i]);
+    ddpx::Tensor in = call.stage().input(inputs[i], {"input", n});
+    parts.push_back(
+        group_->reduce_scatter_tensor(call.stage().output(outputs[i], {"output", n}), in, o));
   }
-  return launch(c10d::OpType::REDUCE_SCATTER_TENSOR_COALESCED,
-                "ddpx:reduce_scatter_tensor_coalesced", outputs, staging, std::move(parts));
+  return call.launch(outputs, std::move(parts));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::all_to_all_single(
     at::Tensor& output, at::Tensor& input, std::vector<int64_t>& output_split_sizes,
     std::vector<int64_t>& input_split_sizes, const c10d::AllToAllOptions& opts) {
-  auto staging = std::make_shared<Staging>("all_to_all_single");
-  ddpx::AllToAllOptions o;
-  o.timeout = op_timeout(opts.timeout);
-  ddpx::Tensor in = staging->input(input, "input");
-  auto part = group_->alltoall_base(staging->output(output, "output"), in, output_split_sizes,
-                                    input_split_sizes, o);
-  return launch(c10d::OpType::ALLTOALL_BASE, "ddpx:all_to_all_single", {output}, staging, {part});
+  Call call(*this, DDPX_OP(ALLTOALL_BASE, "all_to_all_single"));
+  ddpx::Tensor in = call.stage().input(input, {"input"});
+  return call.launch({output}, group_->alltoall_base(
+                                   call.stage().output(output, {"output"}), in,
+                                   output_split_sizes, input_split_sizes,
+                                   call.options<ddpx::AllToAllOptions>(opts.timeout)));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::alltoall(std::vector<at::Tensor>& outputs,
                                                      std::vector<at::Tensor>& inputs,
                                                      const c10d::AllToAllOptions& opts) {
-  auto staging = std::make_shared<Staging>("all_to_all");
-  ddpx::AllToAllOptions o;
-  o.timeout = op_timeout(opts.timeout);
-  ddpx::TensorList in = staging->inputs(inputs, "input tensor");
-  auto part = group_->alltoall(staging->outputs(outputs, "output tensor"), in, o);
-  return launch(c10d::OpType::ALLTOALL, "ddpx:all_to_all", outputs, staging, {part});
+  Call call(*this, DDPX_OP(ALLTOALL, "all_to_all"));
+  ddpx::TensorList in = call.stage().inputs(inputs, {"input tensor"});
+  return call.launch(outputs, group_->alltoall(call.stage().outputs(outputs, {"output tensor"}),
+                                               in, call.options<ddpx::AllToAllOptions>(
+                                                       opts.timeout)));
 }
 
 void DdpxBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_all_ranks) {
@@ -344,41 +346,36 @@ void DdpxBackend::monitoredBarrier(const c10d::BarrierOptions& opts, bool wait_a
   if (!s.ok()) std::rethrow_exception(to_exception(s));
 }
 
+// Point-to-point ops take no timeout of their own: the group's holds.
 c10::intrusive_ptr<c10d::Work> DdpxBackend::send(std::vector<at::Tensor>& tensors, int dst_rank,
                                                  int tag) {
-  auto staging = std::make_shared<Staging>("send");
-  ddpx::SendRecvOptions o;
+  Call call(*this, DDPX_OP(SEND, "send"));
+  auto o = call.options<ddpx::SendRecvOptions>(c10d::kUnsetTimeout);
   o.tag = tag;
-  o.timeout = group_timeout();
-  auto part = group_->send(staging->inputs(tensors, "tensor"), dst_rank, o);
-  return launch(c10d::OpType::SEND, "ddpx:send", tensors, staging, {part});
+  return call.launch(tensors, group_->send(call.stage().inputs(tensors, {"tensor"}), dst_rank, o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::recv(std::vector<at::Tensor>& tensors, int src_rank,
                                                  int tag) {
-  auto staging = std::make_shared<Staging>("recv");
-  ddpx::SendRecvOptions o;
+  Call call(*this, DDPX_OP(RECV, "recv"));
+  auto o = call.options<ddpx::SendRecvOptions>(c10d::kUnsetTimeout);
   o.tag = tag;
-  o.timeout = group_timeout();
-  auto part = group_->recv(staging->outputs(tensors, "tensor"), src_rank, o);
-  return launch(c10d::OpType::RECV, "ddpx:recv", tensors, staging, {part});
+  return call.launch(tensors,
+                     group_->recv(call.stage().outputs(tensors, {"tensor"}), src_rank, o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::recvAnysource(std::vector<at::Tensor>& tensors,
                                                           int tag) {
-  auto staging = std::make_shared<Staging>("recv");
-  ddpx::SendRecvOptions o;
+  Call call(*this, DDPX_OP(RECVANYSOURCE, "recv_anysource"));
+  auto o = call.options<ddpx::SendRecvOptions>(c10d::kUnsetTimeout);
   o.tag = tag;
-  o.timeout = group_timeout();
-  auto part = group_->recv_anysource(staging->outputs(tensors, "tensor"), o);
-  return launch(c10d::OpType::RECVANYSOURCE, "ddpx:recv_anysource", tensors, staging, {part});
+  return call.launch(tensors,
+                     group_->recv_anysource(call.stage().outputs(tensors, {"tensor"}), o));
 }
 
 c10::intrusive_ptr<c10d::Work> DdpxBackend::barrier(const c10d::BarrierOptions& opts) {
-  ddpx::BarrierOptions o;
-  o.timeout = op_timeout(opts.timeout);
-  auto part = group_->barrier(o);
-  return launch(c10d::OpType::BARRIER, "ddpx:barrier", {}, nullptr, {part});
+  Call call(*this, DDPX_OP(BARRIER, "barrier"));
+  return call.launch({}, group_->barrier(call.options<ddpx::BarrierOptions>(opts.timeout)));
 }
 
 }  // namespace ddpx_torch

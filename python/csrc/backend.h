@@ -114,14 +114,13 @@ class DdpxBackend : public c10d::Backend {
   c10::intrusive_ptr<c10d::Work> barrier(const c10d::BarrierOptions& opts) override;
 
  private:
+  // One op in the making: its tensors staged for ddpx, its options, the
+  // TorchWork it returns (backend.cc). Each op above says only what is its own.
+  class Call;
+
   ddpx::OpTimeout op_timeout(std::chrono::milliseconds requested) const {
     return to_ddpx_timeout(requested, group_timeout());
   }
-  // Wraps the ddpx parts of one op in a TorchWork.
-  c10::intrusive_ptr<c10d::Work> launch(c10d::OpType type, const char* title,
-                                        std::vector<at::Tensor> outputs,
-                                        std::shared_ptr<Staging> staging,
-                                        std::vector<std::shared_ptr<ddpx::Work>> parts);
 
   const BackendConfig config_;
   std::shared_ptr<ddpx::ProcessGroup> group_;

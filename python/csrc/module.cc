@@ -66,7 +66,7 @@ double time_allreduce(py::handle group, const at::Tensor& tensor, int iters,
   py::gil_scoped_release no_gil;
   std::vector<at::Tensor> tensors = {tensor};
   Staging staging("_time_allreduce");
-  const ddpx::TensorList ddpx_tensors = {staging.output(tensor, "tensor")};
+  const ddpx::TensorList ddpx_tensors = {staging.output(tensor, {"tensor"})};
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iters; ++i) {
     if (through_backend) {

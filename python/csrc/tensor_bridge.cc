@@ -60,11 +60,23 @@ ddpx::OpTimeout to_ddpx_timeout(std::chrono::milliseconds timeout,
   return timeout;
 }
 
-ddpx::Tensor Staging::stage(const at::Tensor& t, const std::string& what, bool written) {
-  TORCH_CHECK(t.defined(), "ddpx: ", op_, ": ", what, " is an undefined tensor");
-  TORCH_CHECK(t.layout() == at::kStrided, "ddpx: ", op_, ": ", what, " is a ",
+std::string TensorLabel::str() const {
+  std::string s;
+  if (list != nullptr) {
+    s = list;
+    if (list_index >= 0) s += " " + std::to_string(list_index);
+    s += ", ";
+  }
+  s += item;
+  if (item_index >= 0) s += " " + std::to_string(item_index);
+  return s;
+}
+
+ddpx::Tensor Staging::stage(const at::Tensor& t, const TensorLabel& what, bool written) {
+  TORCH_CHECK(t.defined(), "ddpx: ", op_, ": ", what.str(), " is an undefined tensor");
+  TORCH_CHECK(t.layout() == at::kStrided, "ddpx: ", op_, ": ", what.str(), " is a ",
               c10::str(t.layout()), " tensor; ddpx takes dense (strided) tensors");
-  TORCH_CHECK(t.device().is_cpu(), "ddpx: ", op_, ": ", what, " is on ", t.device().str(),
+  TORCH_CHECK(t.device().is_cpu(), "ddpx: ", op_, ": ", what.str(), " is on ", t.device().str(),
               "; the ddpx backend handles CPU tensors (use \"cpu:ddpx,cuda:nccl\" for both)");
   const ddpx::DType dtype = to_ddpx_dtype(t.scalar_type(), op_);
   at::Tensor dense = t;
@@ -77,28 +89,55 @@ ddpx::Tensor Staging::stage(const at::Tensor& t, const std::string& what, bool w
                                  ddpx::Shape(dense.sizes().begin(), dense.sizes().end()), dtype);
 }
 
-ddpx::Tensor Staging::input(const at::Tensor& t, const std::string& what) {
+ddpx::Tensor Staging::input(const at::Tensor& t, const TensorLabel& what) {
   return stage(t, what, /*written=*/false);
 }
 
-ddpx::Tensor Staging::output(const at::Tensor& t, const std::string& what) {
+ddpx::Tensor Staging::output(const at::Tensor& t, const TensorLabel& what) {
   return stage(t, what, /*written=*/true);
 }
 
-std::vector<ddpx::Tensor> Staging::inputs(const std::vector<at::Tensor>& ts,
-                                          const std::string& what) {
+std::vector<ddpx::Tensor> Staging::stage_all(const std::vector<at::Tensor>& ts,
+                                             const TensorLabel& what, bool written) {
   std::vector<ddpx::Tensor> out;
   out.reserve(ts.size());
-  for (size_t i = 0; i < ts.size(); ++i) out.push_back(input(ts[i], what + " " + std::to_string(i)));
+  keep_.reserve(keep_.size() + ts.size());
+  for (size_t i = 0; i < ts.size(); ++i) {
+    out.push_back(stage(ts[i], what.at(static_cast<int64_t>(i)), written));
+  }
   return out;
 }
 
+std::vector<ddpx::Tensor> Staging::inputs(const std::vector<at::Tensor>& ts,
+                                          const TensorLabel& what) {
+  return stage_all(ts, what, /*written=*/false);
+}
+
 std::vector<ddpx::Tensor> Staging::outputs(const std::vector<at::Tensor>& ts,
-                                           const std::string& what) {
-  std::vector<ddpx::Tensor> out;
-  out.reserve(ts.size());
-  for (size_t i = 0; i < ts.size(); ++i) out.push_back(output(ts[i], what + " " + std::to_string(i)));
+                                           const TensorLabel& what) {
+  return stage_all(ts, what, /*written=*/true);
+}
+
+std::vector<std::vector<ddpx::Tensor>> Staging::stage_lists(
+    const std::vector<std::vector<at::Tensor>>& lists, const char* list, const char* item,
+    bool written) {
+  std::vector<std::vector<ddpx::Tensor>> out;
+  out.reserve(lists.size());
+  for (size_t i = 0; i < lists.size(); ++i) {
+    out.push_back(stage_all(lists[i], TensorLabel{item, -1, list, static_cast<int64_t>(i)},
+                            written));
+  }
   return out;
+}
+
+std::vector<std::vector<ddpx::Tensor>> Staging::input_lists(
+    const std::vector<std::vector<at::Tensor>>& lists, const char* list, const char* item) {
+  return stage_lists(lists, list, item, /*written=*/false);
+}
+
+std::vector<std::vector<ddpx::Tensor>> Staging::output_lists(
+    const std::vector<std::vector<at::Tensor>>& lists, const char* list, const char* item) {
+  return stage_lists(lists, list, item, /*written=*/true);
 }
 
 void Staging::copy_back() {

@@ -37,6 +37,19 @@ ddpx::ReduceOp to_ddpx_reduce_op(const c10d::ReduceOp& op, at::ScalarType type,
 ddpx::OpTimeout to_ddpx_timeout(std::chrono::milliseconds timeout,
                                 std::chrono::milliseconds group_timeout);
 
+// Which of an op's tensors an error is about: "input", "tensor 0",
+// "output list 2, tensor 1". Spelled out only when an error is raised, so a
+// good op builds no strings.
+struct TensorLabel {
+  const char* item;
+  int64_t item_index = -1;  // none when negative
+  const char* list = nullptr;  // the list the item is in, if any
+  int64_t list_index = -1;
+
+  TensorLabel at(int64_t i) const { return {item, i, list, list_index}; }
+  std::string str() const;
+};
+
 // The tensors of one op: what ddpx sees, and what is copied back into the
 // caller's tensors once the op is done. Holds every at::Tensor the op uses
 // until the op's Work lets go of it.
@@ -45,11 +58,17 @@ class Staging {
   explicit Staging(const char* op) : op_(op) {}
 
   // A tensor ddpx only reads.
-  ddpx::Tensor input(const at::Tensor& t, const std::string& what);
+  ddpx::Tensor input(const at::Tensor& t, const TensorLabel& what);
   // A tensor ddpx writes (in-place ops: reads and writes).
-  ddpx::Tensor output(const at::Tensor& t, const std::string& what);
-  std::vector<ddpx::Tensor> inputs(const std::vector<at::Tensor>& ts, const std::string& what);
-  std::vector<ddpx::Tensor> outputs(const std::vector<at::Tensor>& ts, const std::string& what);
+  ddpx::Tensor output(const at::Tensor& t, const TensorLabel& what);
+  // Tensor i of `ts` is `what.at(i)`.
+  std::vector<ddpx::Tensor> inputs(const std::vector<at::Tensor>& ts, const TensorLabel& what);
+  std::vector<ddpx::Tensor> outputs(const std::vector<at::Tensor>& ts, const TensorLabel& what);
+  // Tensor j of list i is "<list> i, <item> j".
+  std::vector<std::vector<ddpx::Tensor>> input_lists(const std::vector<std::vector<at::Tensor>>& lists,
+                                            const char* list, const char* item);
+  std::vector<std::vector<ddpx::Tensor>> output_lists(const std::vector<std::vector<at::Tensor>>& lists,
+                                             const char* list, const char* item);
 
   const char* op() const { return op_; }
   // Copies the contiguous copies back into the caller's non-contiguous
@@ -57,7 +76,11 @@ class Staging {
   void copy_back();
 
  private:
-  ddpx::Tensor stage(const at::Tensor& t, const std::string& what, bool written);
+  ddpx::Tensor stage(const at::Tensor& t, const TensorLabel& what, bool written);
+  std::vector<ddpx::Tensor> stage_all(const std::vector<at::Tensor>& ts, const TensorLabel& what,
+                                      bool written);
+  std::vector<std::vector<ddpx::Tensor>> stage_lists(const std::vector<std::vector<at::Tensor>>& lists,
+                                            const char* list, const char* item, bool written);
 
   const char* op_;
   std::vector<at::Tensor> keep_;
