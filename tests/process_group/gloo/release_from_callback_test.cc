@@ -84,7 +84,9 @@ TEST_P(ReleaseFromCallback, OnAWorker) {
       release_in_callback(std::move(group), work, released);
       ASSERT_TRUE(released.flag.wait_for(kTimeout)) << "rank " << rank;
       EXPECT_TRUE(released.ok.load());
-      if (rank == 0) EXPECT_NE(released.thread, std::this_thread::get_id());
+      if (rank == 0) {
+        EXPECT_NE(released.thread, std::this_thread::get_id());
+      }
       EXPECT_EQ(t.to_float_vector()[0], 2.0f);
     });
   }
