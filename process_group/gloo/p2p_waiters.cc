@@ -1,7 +1,6 @@
 #include "process_group/gloo/p2p_waiters.h"
 
 #include "gloo/transport/unbound_buffer.h"
-#include "process_group/gloo/deferred_join.h"
 
 namespace ddpx {
 
@@ -24,9 +23,8 @@ P2PWaiters::~P2PWaiters() {
   for (auto& e : entries) {
     if (e->thread.get_id() == std::this_thread::get_id()) {
       // A callback of this waiter released the backend: it goes on after
-      // this returns.
-      join_when_finished(std::move(e->thread),
-                         std::shared_ptr<const std::atomic<bool>>(e, &e->done));
+      // this returns and ends by itself (it owns its Entry).
+      e->thread.detach();
     } else {
       e->thread.join();
     }

@@ -4,7 +4,7 @@
 // hold up another op's completion. The destructor aborts the waits still
 // pending and joins every thread, except the calling one when a callback on
 // a waiter thread released the backend: that one finishes its callback and
-// is joined later (deferred_join.h).
+// ends detached (no thread can join itself).
 #ifndef DDPX_PROCESS_GROUP_GLOO_P2P_WAITERS_H_
 #define DDPX_PROCESS_GROUP_GLOO_P2P_WAITERS_H_
 

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "process_group/gloo/deferred_join.h"
 
 namespace ddpx {
 namespace {
@@ -114,13 +113,8 @@ void WorkerPool::run_and_release(Lane& lane, Task task) {
 WorkerPool::WorkerPool(int num_workers) {
   for (int i = 0; i < num_workers; ++i) lanes_.push_back(std::make_shared<Lane>());
   for (const std::shared_ptr<Lane>& lane : lanes_) {
-    auto finished = std::make_shared<std::atomic<bool>>(false);
-    finished_.push_back(finished);
     // The thread owns its lane too: it may outlive the pool (shutdown()).
-    threads_.emplace_back([lane, finished] {
-      loop(lane.get());
-      finished->store(true);
-    });
+    threads_.emplace_back([lane] { loop(lane.get()); });
   }
 }
 
@@ -238,8 +232,11 @@ void WorkerPool::shutdown() {
     if (!t.joinable()) continue;
     if (t.get_id() == std::this_thread::get_id()) {
       // Inside one of our tasks, on its worker: that task goes on after
-      // this returns, and the thread ends after it.
-      join_when_finished(std::move(t), finished_[i]);
+      // this returns, and the thread ends after it, on its own. A thread
+      // cannot join itself, and nobody else may be left to join it: the
+      // process can be exiting while the task ends (a callback that held
+      // the group's last reference outlives main's use of it).
+      t.detach();
     } else {
       t.join();
     }

@@ -31,8 +31,8 @@
 // reference to its group destroys the backend, and with it this pool, on the
 // pool's own thread (a worker, or a waiter running a task). shutdown() then
 // waits for every other thread and task, and leaves the calling thread's
-// own task to finish: a worker that shuts down its own pool is not joined
-// but handed to deferred_join.h, and it keeps its queue (Lane) alive itself.
+// own task to finish: a worker that shuts down its own pool detaches itself
+// (no thread can join itself), and it keeps its queue (Lane) alive itself.
 #ifndef DDPX_PROCESS_GROUP_GLOO_WORKER_POOL_H_
 #define DDPX_PROCESS_GROUP_GLOO_WORKER_POOL_H_
 
@@ -98,8 +98,8 @@ class WorkerPool {
   // Cancels queued tasks, lets running ones finish (also those a waiter runs
   // on its own thread), joins the threads. Called from inside a task of this
   // pool (its owner released there), it waits for everything but that task,
-  // and if the caller is one of the pool's workers, that thread is joined
-  // later (deferred_join.h) instead of here.
+  // and if the caller is one of the pool's workers, that thread is detached
+  // instead of joined: it ends by itself once its task returns.
   void shutdown();
 
  private:
@@ -112,8 +112,6 @@ class WorkerPool {
 
   std::vector<std::shared_ptr<Lane>> lanes_;
   std::vector<std::thread> threads_;
-  // Per thread: set once its loop has returned (for deferred_join.h).
-  std::vector<std::shared_ptr<std::atomic<bool>>> finished_;
 };
 
 }  // namespace ddpx

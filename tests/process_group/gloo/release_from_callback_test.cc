@@ -1,7 +1,7 @@
 // A callback may own its group: when it releases the last reference, the
 // backend is destroyed on the thread running the callback (a worker, a
 // waiter that ran the op itself, or a point-to-point waiter), and that
-// thread's pool cannot join it there (deferred_join.h). Each case runs on
+// thread's pool cannot join it there (it detaches itself, worker_pool.h). Each case runs on
 // the TCP paths and on the shared-memory one, several times, and under
 // ASan and TSan in CI.
 #include <atomic>
