@@ -41,6 +41,13 @@ class Backend {
   // or claim_deferred) before the call returns; the front end then leaves
   // the recording to the backend (flight_recorder.h, launch_traced).
   virtual bool claims_traces() const { return false; }
+  // Fails every op still waiting on a peer, and every later one, with `why`
+  // (which names the culprit, culprits.h); callable from any thread, and
+  // the group is unusable afterwards. For a group being abandoned: an
+  // elastic job's generation whose member stopped answering
+  // (docs/elastic.md). A backend that cannot abort leaves its ops to end
+  // at their timeout.
+  virtual void abort(const absl::Status& why) { (void)why; }
 
   virtual std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                           const AllreduceOptions& opts) = 0;

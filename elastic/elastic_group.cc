@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/culprits.h"
 #include "elastic/membership_keys.h"
 #include "process_group/rendezvous/init.h"
 #include "store/prefix_store.h"
@@ -114,7 +115,7 @@ absl::Status ElasticGroup::register_member() {
           std::lock_guard<std::mutex> lock(watched_mu_);
           members = watched_;
         }
-        (void)watch_.refresh(store, members);
+        if (watch_.refresh(store, members).ok()) abort_if_a_member_is_silent();
       });
   return heartbeat_->status();
 }
@@ -168,6 +169,30 @@ bool ElasticGroup::member_gone(int64_t member) {
   }
   absl::StatusOr<bool> gone = store_->check({keys::gone(it->second)});
   return gone.ok() && *gone;
+}
+
+void ElasticGroup::abort_if_a_member_is_silent() {
+  std::shared_ptr<Backend> backend;
+  std::string why;
+  int culprit = -1;
+  {
+    std::lock_guard<std::mutex> lock(watched_mu_);
+    if (abortable_ == nullptr) return;
+    for (size_t r = 0; r < watched_.size(); ++r) {
+      if (watched_[r] == id_ || !watch_.stale(watched_[r])) continue;
+      culprit = static_cast<int>(r);
+      why = absl::StrCat("elastic: rank ", r, " (member ", watched_[r], ") sent no heartbeat for ",
+                         watch_.dead_after().count(), " ms (stopped or hung): generation ",
+                         abortable_generation_, "'s ops aborted");
+      break;
+    }
+    if (culprit < 0) return;
+    backend = std::move(abortable_);
+    abortable_ = nullptr;
+  }
+  absl::Status status = absl::UnavailableError(why);
+  set_culprits(&status, {CulpritReason::kSilent, {culprit}});
+  backend->abort(status);
 }
 
 absl::Status ElasticGroup::seal(int64_t generation, const std::vector<int64_t>& previous) {
@@ -330,6 +355,7 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
     {
       std::lock_guard<std::mutex> lock(watched_mu_);
       watched_ = members_;
+      abortable_ = nullptr;  // the generation before is left behind
     }
     rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), id_) - members_.begin());
     MembershipChange c;
@@ -373,6 +399,11 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
       newcomer = false;  // a member now, of the generation that failed
       ++generation;
       continue;
+    }
+    {
+      std::lock_guard<std::mutex> lock(watched_mu_);
+      abortable_ = *backend;
+      abortable_generation_ = generation;
     }
     retire(std::move(pg_));
     pg_ = std::make_shared<ProcessGroup>(*std::move(backend), pg_store, options_.timeout);

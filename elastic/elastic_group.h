@@ -146,6 +146,12 @@ class ElasticGroup {
   absl::Status seal(int64_t generation, const std::vector<int64_t>& previous);
   // Stopped beating, or its launcher recorded its end.
   bool member_gone(int64_t member);
+  // On the heartbeat's thread, after each look at the members' beats: when
+  // a member of the current generation has gone silent, aborts the
+  // generation's ops in flight (Backend::abort), so the ranks waiting for
+  // it fail now, naming it, instead of at their timeout (once per
+  // generation).
+  void abort_if_a_member_is_silent();
 
   const ElasticOptions options_;
   std::shared_ptr<Store> store_;  // under "elastic/"
@@ -154,6 +160,10 @@ class ElasticGroup {
   HeartbeatWatch watch_;
   std::mutex watched_mu_;
   std::vector<int64_t> watched_;  // the members the heartbeat thread looks at
+  // The current generation's backend while its ops may be aborted, and its
+  // number (under watched_mu_; watched_ then holds its members in rank order).
+  std::shared_ptr<Backend> abortable_;
+  int64_t abortable_generation_ = -1;
   std::map<int64_t, std::string> whereabouts_;  // member id -> "host:pid"
   int64_t generation_ = -1;
   int64_t admitted_ = 0;  // pending joiners admitted up to (exclusive)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "gloo/allreduce_ring.h"
@@ -185,6 +186,9 @@ absl::Status GlooBackend::connect() {
     gloo::BarrierOptions done(p2p_context_);
     done.setTimeout(timeout_);
     gloo::barrier(done);
+    for (const auto& c : worker_contexts_) sockets_.record(*c);
+    for (const auto& c : worker_sync_contexts_) sockets_.record(*c);
+    sockets_.record(*p2p_context_);
   } catch (const std::exception& e) {
     return absl::UnavailableError(absl::StrCat(
         "gloo: rendezvous of rank ", rank(), " of ", size(), " on '",
@@ -356,10 +360,17 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, const TensorSummary& what,
     } catch (const StatusError& e) {
       result = decided_error(p.op, p.what, e.status());
     } catch (const std::exception& e) {
-      absl::Status error =
-          op_error(p.op, p.what.str(), running.timeout, running.started, e.what());
-      name_transport_culprits(running, e.what(), &error);
-      result = std::move(error);
+      if (aborted_.load()) {
+        // The connection closed because abort() shut it down: its cause,
+        // which names the culprit, is the op's error.
+        std::lock_guard<std::mutex> lock(abort_mu_);
+        result = decided_error(p.op, p.what, abort_why_);
+      } else {
+        absl::Status error =
+            op_error(p.op, p.what.str(), running.timeout, running.started, e.what());
+        name_transport_culprits(running, e.what(), &error);
+        result = std::move(error);
+      }
     }
     if (result.ok()) {
       p.trace.completed();
@@ -371,6 +382,24 @@ std::shared_ptr<Work> GlooBackend::enqueue(OpType op, const TensorSummary& what,
   };
   work->set_ticket(pool_->submit(worker, std::move(task)));
   return work;
+}
+
+void GlooBackend::abort(const absl::Status& why) {
+  if (why.ok() || pool_ == nullptr) return;  // nothing to abort before connect() ended
+  {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    if (aborted_.load()) return;
+    abort_why_ = why;
+    aborted_ = true;
+  }
+  op_failed_ = true;  // no closing handshake over the shut connections
+  if (shm_ != nullptr) {
+    std::optional<Culprits> c = culprits_of(why);
+    shm_->abort(why, c.has_value() && c->ranks.size() == 1 ? c->ranks[0] : -1);
+  }
+  // Their groups number the ranks otherwise: the culprits stay with this one.
+  for (const auto& t : two_level_) t->abort(absl::Status(why.code(), why.message()));
+  sockets_.shut_down();
 }
 
 absl::Status GlooBackend::decided_error(OpType op, const TensorSummary& what,

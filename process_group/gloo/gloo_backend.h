@@ -30,6 +30,7 @@
 
 #include "absl/status/statusor.h"
 #include "core/backend.h"
+#include "process_group/gloo/abortable_sockets.h"
 #include "process_group/gloo/collective_runner.h"
 #include "process_group/gloo/execution_plan.h"
 #include "process_group/gloo/gloo_options.h"
@@ -83,6 +84,11 @@ class GlooBackend : public Backend {
   // chosen when the group formed.
   const ExecutionPlan& execution_plan() const { return *plan_; }
   const std::string& shared_memory_status() const { return shm_status_; }
+  // Ends the ops waiting on a peer at once: the shared-memory waiters give
+  // up at their next look (AbortSignal), the TCP pairs' sockets are shut
+  // down (abortable_sockets.h); each op fails with `why` after its own
+  // name. The group is unusable afterwards.
+  void abort(const absl::Status& why) override;
 
   std::shared_ptr<Work> allreduce(const TensorList& tensors,
                                   const AllreduceOptions& opts) override;
@@ -231,6 +237,11 @@ class GlooBackend : public Backend {
   std::unique_ptr<CollectiveRunner> runner_;
 
   std::atomic<bool> op_failed_{false};  // some collective failed (not cancelled)
+  // abort(): whether it was called, and why (under abort_mu_).
+  std::atomic<bool> aborted_{false};
+  mutable std::mutex abort_mu_;
+  absl::Status abort_why_;
+  AbortableSockets sockets_;  // every TCP pair's, recorded by connect()
   std::mutex seq_mu_;
   uint64_t next_seq_ = 0;
   std::unique_ptr<WorkerPool> pool_;

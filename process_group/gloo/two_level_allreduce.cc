@@ -19,6 +19,11 @@ TwoLevelAllreduce::TwoLevelAllreduce(std::shared_ptr<GlooBackend> local,
 
 TwoLevelAllreduce::~TwoLevelAllreduce() = default;
 
+void TwoLevelAllreduce::abort(const absl::Status& why) {
+  local_->abort(why);
+  cross_->abort(why);
+}
+
 absl::Status TwoLevelAllreduce::run(const Tensor& t, ReduceOp op,
                                     std::chrono::milliseconds timeout) {
   const PieceLayout layout(t.numel(), static_cast<int64_t>(t.element_size()), kPieceBytes,

@@ -45,6 +45,8 @@ class TwoLevelAllreduce {
   // Allreduces `t` (contiguous, on the CPU) in place. AVG reduces as SUM:
   // the caller divides by the world size.
   absl::Status run(const Tensor& t, ReduceOp op, std::chrono::milliseconds timeout);
+  // Aborts both levels' groups (GlooBackend::abort).
+  void abort(const absl::Status& why);
 
  private:
   std::shared_ptr<GlooBackend> local_;

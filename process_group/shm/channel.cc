@@ -130,7 +130,8 @@ WaitPolicy WaitPolicy::for_load(int local_ranks, int cpus) {
 
 Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
                  std::vector<std::vector<uint8_t*>> slots, size_t slot_bytes,
-                 std::vector<const PeerLiveness*> peers, WaitPolicy policy)
+                 std::vector<const PeerLiveness*> peers, WaitPolicy policy,
+                 const AbortSignal* abort)
     : rank_(rank),
       size_(size),
       controls_(std::move(controls)),
@@ -138,6 +139,7 @@ Channel::Channel(int rank, int size, std::vector<ChannelControl*> controls,
       slot_bytes_(slot_bytes),
       peers_(std::move(peers)),
       policy_(policy),
+      abort_(abort),
       checked_(static_cast<size_t>(size), 0),
       slot_free_after_(slots_.empty() ? 0 : slots_[0].size(), 0),
       seen_(static_cast<size_t>(size), 0),
@@ -323,6 +325,7 @@ absl::Status Channel::wait_for_step(int peer, uint32_t step, const Deadline& dea
     sleepers.fetch_sub(1, std::memory_order_seq_cst);
     if (reached(peer, step)) return absl::OkStatus();
     if (absl::Status s = give_up_if_abandoned(peer, step, deadline); !s.ok()) return s;
+    if (abort_ != nullptr && abort_->raised()) return fail(abort_->why(), abort_->culprit());
     if (const char* how = peers_[peer] != nullptr ? peers_[peer]->gone() : nullptr) {
       absl::Status s = absl::UnavailableError(absl::StrCat(
           "rank ", peer, " (", peers_[peer]->who(), ") ", how,

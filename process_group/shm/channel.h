@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "process_group/shm/abort_signal.h"
 #include "process_group/shm/layout.h"
 #include "process_group/shm/peer_liveness.h"
 
@@ -108,10 +109,11 @@ class Channel {
  public:
   // controls[r] and slots[r][s] point into rank r's mapped segment;
   // peers[r] tells "exited" from "slow" while this rank waits for r (null:
-  // not watched), and outlives the channel.
+  // not watched), and outlives the channel, as does `abort` (null: none).
   Channel(int rank, int size, std::vector<ChannelControl*> controls,
           std::vector<std::vector<uint8_t*>> slots, size_t slot_bytes,
-          std::vector<const PeerLiveness*> peers, WaitPolicy policy);
+          std::vector<const PeerLiveness*> peers, WaitPolicy policy,
+          const AbortSignal* abort = nullptr);
 
   int rank() const { return rank_; }
   int size() const { return size_; }
@@ -210,6 +212,7 @@ class Channel {
   const size_t slot_bytes_;
   const std::vector<const PeerLiveness*> peers_;
   const WaitPolicy policy_;
+  const AbortSignal* const abort_;
 
   uint32_t steps_ = 0;  // this rank's counter (its own copy)
   uint32_t ops_ = 0;    // ops begun on this channel

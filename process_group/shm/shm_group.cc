@@ -154,7 +154,8 @@ absl::StatusOr<std::unique_ptr<ShmGroup>> ShmGroup::create(Store& store,
       }
     }
     group->channels_.push_back(std::make_unique<Channel>(
-        rank, size, std::move(controls), std::move(slots), layout.slot_bytes, peers, policy));
+        rank, size, std::move(controls), std::move(slots), layout.slot_bytes, peers, policy,
+        &group->abort_));
   }
   return group;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "process_group/shm/abort_signal.h"
 #include "process_group/shm/channel.h"
 #include "process_group/shm/segment.h"
 #include "store/store.h"
@@ -54,6 +55,9 @@ class ShmGroup {
   // This rank's segment's name (unlinked by the time create() returns).
   const std::string& segment_name() const { return segments_[rank_].name(); }
   size_t segment_bytes() const { return segments_[rank_].size(); }
+  // Makes every op waiting on a peer, now or later, fail with `why`
+  // (AbortSignal): callable from any thread.
+  void abort(const absl::Status& why, int culprit) { abort_.raise(why, culprit); }
 
  private:
   ShmGroup(int rank) : rank_(rank) {}
@@ -61,6 +65,7 @@ class ShmGroup {
   const int rank_;
   std::vector<Segment> segments_;  // [rank]; this rank's is the one it created
   std::vector<PeerLiveness> liveness_;  // [rank]; this rank's watches nothing
+  AbortSignal abort_;  // before channels_, which point to it
   std::vector<std::unique_ptr<Channel>> channels_;
 };
 
