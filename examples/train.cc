@@ -28,7 +28,7 @@
 #include "examples/trainer/crc32c.h"
 #include "examples/trainer/ddp_sync.h"
 #include "examples/trainer/elastic_flags.h"
-#include "examples/trainer/elastic_trainer.h"
+#include "examples/trainer/elastic_membership.h"
 #include "examples/trainer/fault_injection.h"
 #include "examples/trainer/flags.h"
 #include "examples/trainer/mlp_step.h"
@@ -79,7 +79,7 @@ ddpx::trainer::SyncFactory sync_factory(const std::string& kind, const std::stri
 }
 
 // --elastic: the data first (a newcomer is then ready when admitted), then
-// the job; DDP is built per generation (elastic_trainer.h).
+// the job; DDP is built per generation (examples/trainer/elastic_membership.h).
 int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags& flags,
                 const ddpx::trainer::MlpOptions& model,
                 const ddpx::trainer::SyncFactory& make_sync) {
@@ -95,8 +95,9 @@ int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags
     fprintf(stderr, "train: %s\n", std::string(group.status().message()).c_str());
     return group.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1;
   }
+  ddpx::trainer::ElasticMembership world(**group);
   absl::StatusOr<ddpx::trainer::TrainSummary> summary =
-      ddpx::trainer::train_elastic(flags.loop, **group, **step);
+      ddpx::trainer::train(flags.loop, world, **step);
   const int rank = (*group)->rank();
   const int64_t member = (*group)->member_id();
   if (!summary.ok()) {

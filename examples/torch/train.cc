@@ -37,7 +37,7 @@
 #include "examples/torch/cnn.h"
 #include "examples/trainer/checkpoint.h"
 #include "examples/trainer/elastic_flags.h"
-#include "examples/trainer/elastic_trainer.h"
+#include "examples/trainer/elastic_membership.h"
 #include "examples/trainer/flags.h"
 #include "examples/trainer/train_step.h"
 #include "process_group/rendezvous/init.h"
@@ -330,7 +330,7 @@ int fail(const std::string& message, int code = 1) {
 }
 
 // --elastic (docs/elastic.md): the data and model first, then the job; DDP
-// is built per generation (examples/trainer/elastic_trainer.h).
+// is built per generation (examples/trainer/elastic_membership.h).
 int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags& flags,
                 int64_t width) {
   absl::StatusOr<std::unique_ptr<CnnStep>> step = CnnStep::create(flags, width, nullptr);
@@ -341,8 +341,9 @@ int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags
     return fail(std::string(group.status().message()),
                 group.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1);
   }
+  ddpx::trainer::ElasticMembership world(**group);
   absl::StatusOr<ddpx::trainer::TrainSummary> summary =
-      ddpx::trainer::train_elastic(flags.loop, **group, **step);
+      ddpx::trainer::train(flags.loop, world, **step);
   if (!summary.ok()) {
     return fail(absl::StrCat("member ", (*group)->member_id(), ": ", summary.status().message()),
                 summary.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1);

@@ -3,10 +3,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 
 namespace ddpx::trainer {
 
@@ -125,8 +127,42 @@ JsonLine report_epoch(const EpochReport& e) {
       .add("wall_s", e.wall_s);
 }
 
-void StepLog::write(const StepReport& step) {
-  metrics_.write(step_json(step));
+JsonLine report_membership(const MembershipReport& c) {
+  const std::string members = absl::StrJoin(c.members, ",");
+  const std::string left = absl::StrJoin(c.left, ",");
+  const std::string joined = absl::StrJoin(c.joined, ",");
+  printf("membership: generation %lld, %d ranks (members %s)%s%s, at step %lld, "
+         "recovered in %.3f s, %lld step%s lost%s%s\n",
+         (long long)c.generation, c.world_size, members.c_str(),
+         left.empty() ? "" : ("; left: " + left).c_str(),
+         joined.empty() ? "" : ("; joined: " + joined).c_str(), (long long)c.global_step,
+         c.recovery_s, (long long)c.steps_lost, c.steps_lost == 1 ? "" : "s",
+         c.cause.empty() ? "" : "; cause: ", c.cause.c_str());
+  fflush(stdout);
+  return JsonLine()
+      .add("type", std::string("membership"))
+      .add("generation", c.generation)
+      .add("world_size", static_cast<int64_t>(c.world_size))
+      .add("members", members)
+      .add("left", left)
+      .add("joined", joined)
+      .add("step", c.global_step)
+      .add("recovery_s", c.recovery_s)
+      .add("steps_lost", c.steps_lost)
+      .add("cause", c.cause.empty() ? std::string("admission") : c.cause)
+      .add("failed_starts", c.failed_starts)
+      .add("wall_s", c.wall_s)
+      .add("unix_ms", unix_ms());
+}
+
+int64_t unix_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+void StepLog::write(const StepReport& step, const JsonLine& line) {
+  metrics_.write(line);
   window_time_ += step.step_time_s;
   window_wait_ += step.comm_wait_s;
   ++window_steps_;

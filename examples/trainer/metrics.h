@@ -1,5 +1,6 @@
 // Progress for people (a live line on rank 0) and for programs (JSON lines
-// in --metrics_out: one object per step and one per epoch).
+// in --metrics_out: one object per step, one per epoch, and one per change
+// of an elastic run's membership).
 #ifndef DDPX_EXAMPLES_TRAINER_METRICS_H_
 #define DDPX_EXAMPLES_TRAINER_METRICS_H_
 
@@ -88,7 +89,10 @@ class StepLog {
   // The progress line's window restarts with each epoch (and after each
   // progress line).
   void restart_window() { window_time_ = window_wait_ = 0, window_steps_ = 0; }
-  void write(const StepReport& step);
+  void write(const StepReport& step) { write(step, step_json(step)); }
+  // `line`: step_json(step) with what the caller adds (an elastic run's
+  // generation).
+  void write(const StepReport& step, const JsonLine& line);
 
  private:
   MetricsWriter& metrics_;
@@ -113,6 +117,31 @@ struct EpochReport {
 // Prints the epoch's line and returns its {"type":"epoch",...} JSON line,
 // to which the trainer adds what describes its run (hook, backend, ...).
 JsonLine report_epoch(const EpochReport& epoch);
+
+// A change of an elastic run's world (docs/elastic.md), as rank 0 of the
+// generation that formed reports it.
+struct MembershipReport {
+  int64_t generation = 0;
+  int world_size = 0;
+  std::vector<int64_t> members;  // member ids, in rank order
+  std::vector<int64_t> left;     // of the previous generation, not in this one
+  std::vector<int64_t> joined;   // not in the previous generation
+  int64_t global_step = 0;       // steps committed so far
+  double recovery_s = 0;         // from the failure (or admission) to the new group
+  int64_t steps_lost = 0;        // steps discarded by the failure
+  std::string cause;             // the failure; empty for an admission
+  // Each generation that formed but could not start, and why.
+  std::string failed_starts;
+  double wall_s = 0;
+};
+
+// Prints the "membership: ..." line and returns its
+// {"type":"membership",...} JSON line.
+JsonLine report_membership(const MembershipReport& change);
+
+// The wall clock in ms since the epoch: comparable across the processes of
+// a job, where wall_s counts from whichever process is rank 0.
+int64_t unix_ms();
 
 }  // namespace ddpx::trainer
 

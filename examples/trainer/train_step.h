@@ -44,7 +44,7 @@ class TrainStep {
   // The gradient synchronization: its step statistics and hook state.
   virtual GradientSync& sync() = 0;
 
-  // Elastic training (elastic_trainer.h). Asked between the gradients'
+  // Elastic training (elastic_membership.h). Asked between the gradients'
   // synchronization and the optimizer step, with the synchronization's
   // outcome: true applies the step, false skips it (step() then returns
   // Aborted), an error is returned as is. Unset: a failed synchronization

@@ -1,11 +1,15 @@
-// The training loop both example trainers run (examples:train's MLP,
-// examples/torch:train's libtorch CNN): epochs over a DistributedSampler's
-// shard, the learning-rate schedule, evaluation, checkpoints and resume,
-// rank 0's progress lines and metrics JSON lines, and --comm_trace. What is
-// particular to a model sits behind TrainStep (train_step.h).
+// The one training loop both example trainers run (examples:train's MLP,
+// examples/torch:train's libtorch CNN), in a fixed world and in an elastic
+// one: epochs, the learning-rate schedule, evaluation, checkpoints and
+// resume, rank 0's start, progress, epoch and membership lines and metrics
+// JSON lines, and --comm_trace. What is particular to a model sits behind
+// TrainStep (train_step.h); who trains, on which samples, and what becomes
+// of a failed step behind Membership (membership.h: FixedWorld,
+// ElasticMembership).
 //
 // One loop in one file, so that a change to how a run proceeds (a stop, a
-// resume, a change of the world) is made once for both trainers.
+// resume, a change of the world) is made once for both trainers and both
+// modes.
 #ifndef DDPX_EXAMPLES_TRAINER_TRAINER_H_
 #define DDPX_EXAMPLES_TRAINER_TRAINER_H_
 
@@ -16,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "examples/trainer/checkpoint.h"
 #include "examples/trainer/lr_schedule.h"
+#include "examples/trainer/membership.h"
 #include "examples/trainer/train_step.h"
 #include "process_group/front_end/process_group.h"
 
@@ -60,9 +65,14 @@ struct TrainSummary {
   double wall_seconds = 0;
 };
 
-// Trains `step` on every rank of `pg` (collective); ends with a barrier, so
-// every rank returns together. Rank 0 prints the start, progress, epoch and
-// evaluation lines and writes --metrics_out.
+// Trains `step` on every rank of `world` (collective) until the epochs (or
+// --max_steps) are done, and ends with world.finish(). Rank 0 of the
+// current world prints the start, progress, epoch, evaluation and
+// membership lines and writes --metrics_out (appending, so a process that
+// becomes rank 0 of an elastic run continues the file).
+absl::StatusOr<TrainSummary> train(const TrainConfig& config, Membership& world,
+                                   TrainStep& step);
+// The same over a FixedWorld of `pg`: every rank returns together.
 absl::StatusOr<TrainSummary> train(const TrainConfig& config, std::shared_ptr<ProcessGroup> pg,
                                    TrainStep& step);
 

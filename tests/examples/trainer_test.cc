@@ -76,6 +76,45 @@ TEST(StepLogTest, WritesEveryStepsJsonAndAProgressLineEveryLogEveryAndAtTheEpoch
                       R"("gradient_bytes":8000,"compression_ratio":4,"lr":0.5,"wall_s":3})");
 }
 
+// examples/benchmarks/elastic.sh reads these fields by their order
+// ("joined" before "step").
+TEST(MembershipReportTest, PrintsTheChangeAndWritesItsJsonLine) {
+  MembershipReport r;
+  r.generation = 2;
+  r.world_size = 3;
+  r.members = {1, 3, 4};
+  r.left = {2};
+  r.global_step = 41;
+  r.recovery_s = 0.5;
+  r.steps_lost = 1;
+  r.cause = "rank 2: \"gone\"";
+  r.wall_s = 3.25;
+  ::testing::internal::CaptureStdout();
+  const std::string line = report_membership(r).str();
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(out, "membership: generation 2, 3 ranks (members 1,3,4); left: 2, at step 41, "
+                 "recovered in 0.500 s, 1 step lost; cause: rank 2: \"gone\"\n");
+  const std::string head =
+      R"({"type":"membership","generation":2,"world_size":3,"members":"1,3,4","left":"2",)"
+      R"("joined":"","step":41,"recovery_s":0.5,"steps_lost":1,"cause":"rank 2: \"gone\"",)"
+      R"("failed_starts":"","wall_s":3.25,"unix_ms":)";
+  EXPECT_EQ(line.substr(0, head.size()), head);
+
+  MembershipReport admission;
+  admission.generation = 3;
+  admission.world_size = 4;
+  admission.members = {1, 3, 4, 5};
+  admission.joined = {5};
+  admission.global_step = 50;
+  ::testing::internal::CaptureStdout();
+  const std::string admitted = report_membership(admission).str();
+  EXPECT_EQ(::testing::internal::GetCapturedStdout(),
+            "membership: generation 3, 4 ranks (members 1,3,4,5); joined: 5, at step 50, "
+            "recovered in 0.000 s, 0 steps lost\n");
+  EXPECT_NE(admitted.find(R"("joined":"5")"), std::string::npos) << admitted;
+  EXPECT_NE(admitted.find(R"("cause":"admission")"), std::string::npos) << admitted;
+}
+
 TEST(HumanBytesTest, PicksAUnit) {
   EXPECT_EQ(human_bytes(12), "12 B");
   EXPECT_EQ(human_bytes(23300000), "23.3 MB");

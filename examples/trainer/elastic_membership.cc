@@ -1,0 +1,162 @@
+#include "examples/trainer/elastic_membership.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_format.h"
+#include "elastic/state_transfer.h"
+#include "examples/trainer/elastic_state.h"
+#include "examples/trainer/trainer.h"
+
+namespace ddpx::trainer {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// "store failed" errors come from the store (elastic_group.cc): no
+// generation can form without it.
+bool store_gone(const absl::Status& s) {
+  return absl::StrContains(s.message(), "the job's store failed");
+}
+
+}  // namespace
+
+std::string ElasticMembership::describe() const {
+  return absl::StrFormat("elastic: %d ranks (generation %lld)", group_.size(),
+                         (long long)group_.generation());
+}
+
+absl::Status ElasticMembership::start(const TrainConfig& config, Progress& progress,
+                                      TrainStep& step, ChangeListener on_change) {
+  if (!config.checkpoint_dir.empty()) {
+    return absl::InvalidArgumentError(
+        "--elastic does not take --checkpoint_dir: the state lives in the ranks' memory and "
+        "newcomers get it from a live rank (docs/elastic.md)");
+  }
+  train_size_ = step.train_size();
+  batch_size_ = config.batch_size;
+  seed_ = config.seed;
+  progress_ = &progress;
+  step_ = &step;
+  on_change_ = std::move(on_change);
+  if (absl::Status s = start_generation(); !s.ok()) {
+    if (store_gone(s)) return s;
+    if (absl::Status r = rebuild(s, 0); !r.ok()) return r;
+  }
+  steps_per_epoch_ = std::max<int64_t>(1, train_size_ / (batch_size_ * group_.size()));
+  return absl::OkStatus();
+}
+
+void ElasticMembership::begin_epoch(int64_t epoch) {
+  order_ = elastic::epoch_permutation(train_size_, seed_, epoch);
+}
+
+Batch ElasticMembership::next_batch() {
+  slice_ = elastic::step_slice(train_size_, consumed_, group_.size(), group_.rank(),
+                               batch_size_);
+  return Batch{order_.data() + slice_.begin, slice_.end - slice_.begin, slice_.epoch_done};
+}
+
+absl::StatusOr<bool> ElasticMembership::vote(const absl::Status& synced) {
+  voted_ = true;
+  absl::StatusOr<elastic::CommitDecision> d = group_.should_commit(progress_->global_step, synced);
+  if (!d.ok()) {
+    vote_error_ = d.status();
+    return d.status();
+  }
+  decision_ = *d;
+  return d->commit;
+}
+
+absl::StatusOr<std::optional<double>> ElasticMembership::take_step(const Batch& batch, float lr) {
+  voted_ = false;
+  vote_error_ = absl::OkStatus();
+  decision_ = {};
+  step_->set_commit_gate([this](const absl::Status& synced) { return vote(synced); });
+  absl::StatusOr<double> loss = step_->step(batch.samples, batch.size, lr);
+  step_->set_commit_gate(nullptr);
+  if (!vote_error_.ok()) return vote_error_;
+  if (!loss.ok()) {
+    // Discarded everywhere: say so if this rank has not voted yet, so the
+    // others need not wait for it.
+    if (!voted_) {
+      absl::StatusOr<elastic::CommitDecision> d =
+          group_.should_commit(progress_->global_step, loss.status());
+      if (!d.ok()) return d.status();
+    }
+    if (absl::Status s = rebuild(loss.status(), 1); !s.ok()) return s;
+    return std::optional<double>();
+  }
+  consumed_ = slice_.consumed_after;
+  return std::optional<double>(*loss);
+}
+
+absl::Status ElasticMembership::after_step() {
+  if (!decision_.admit) return absl::OkStatus();
+  decision_.admit = false;
+  return rebuild(absl::OkStatus(), 0);
+}
+
+void ElasticMembership::annotate(JsonLine& line) const {
+  line.add("generation", group_.generation()).add("unix_ms", unix_ms());
+}
+
+absl::Status ElasticMembership::start_generation() {
+  absl::StatusOr<std::unique_ptr<GradientSync>> old = step_->reset_sync(group_.pg());
+  if (!old.ok()) return old.status();
+  group_.retire(std::shared_ptr<GradientSync>(*std::move(old)));
+  if (!group_.has_newcomers()) return absl::OkStatus();
+  ElasticPosition position{*progress_, consumed_};
+  std::string blob;
+  const bool sender = group_.rank() == 0;
+  if (sender) {
+    absl::StatusOr<std::string> saved = save_elastic_state(position, step_->state());
+    if (!saved.ok()) return saved.status();
+    blob = *std::move(saved);
+  }
+  if (absl::Status s = elastic::broadcast_state(*group_.pg(), 0, &blob); !s.ok()) return s;
+  if (sender) return absl::OkStatus();
+  if (absl::Status s = load_elastic_state(blob, &position, step_->state()); !s.ok()) return s;
+  *progress_ = position.progress;
+  consumed_ = position.consumed;
+  return absl::OkStatus();
+}
+
+absl::Status ElasticMembership::rebuild(absl::Status why, int64_t steps_lost) {
+  const Clock::time_point t0 = Clock::now();
+  std::string failed_starts;
+  for (int attempt = 0;; ++attempt) {
+    absl::StatusOr<elastic::MembershipChange> change = group_.reform(why);
+    if (!change.ok()) return change.status();
+    if (absl::Status s = start_generation(); !s.ok()) {
+      // A member died while the generation started: the next one forms
+      // without it.
+      if (store_gone(s) || attempt >= 8) return s;
+      absl::StrAppendFormat(&failed_starts, "%sgeneration %lld did not start after %.3f s: %s",
+                            failed_starts.empty() ? "" : "; ", (long long)change->generation,
+                            seconds_since(t0), std::string(s.message()));
+      why = s;
+      continue;
+    }
+    MembershipReport report;
+    report.generation = change->generation;
+    report.world_size = change->size;
+    report.members = change->members;
+    report.left = change->left;
+    report.joined = change->joined;
+    report.global_step = progress_->global_step;
+    report.recovery_s = seconds_since(t0);
+    report.steps_lost = steps_lost;
+    if (!why.ok()) report.cause = std::string(why.message());
+    report.failed_starts = failed_starts;
+    return on_change_(report);
+  }
+}
+
+}  // namespace ddpx::trainer

@@ -1,0 +1,32 @@
+// The training state rank 0 of an elastic generation sends to the
+// processes it admitted (elastic/state_transfer.h carries the bytes): the
+// run's progress, the epoch's data cursor (elastic/epoch_plan.h), the model
+// and the optimizer. Held in memory only; it never outlives the job
+// (checkpoints are checkpoint.h's).
+#ifndef DDPX_EXAMPLES_TRAINER_ELASTIC_STATE_H_
+#define DDPX_EXAMPLES_TRAINER_ELASTIC_STATE_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "examples/trainer/checkpoint_format.h"
+
+namespace ddpx::trainer {
+
+// Where a run stands, the same on every member after every committed step.
+struct ElasticPosition {
+  Progress progress;
+  int64_t consumed = 0;  // samples of the epoch's permutation trained on
+};
+
+absl::StatusOr<std::string> save_elastic_state(const ElasticPosition& position,
+                                               const TrainState& state);
+// DataLoss naming what is wrong when `blob` is not one save_elastic_state
+// wrote (a different magic, cut short, bytes left over).
+absl::Status load_elastic_state(const std::string& blob, ElasticPosition* position,
+                                TrainState& state);
+
+}  // namespace ddpx::trainer
+
+#endif  // DDPX_EXAMPLES_TRAINER_ELASTIC_STATE_H_
