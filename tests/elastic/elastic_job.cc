@@ -10,6 +10,8 @@
 #include <sstream>
 #include <thread>
 
+#include "tests/testing/rank_processes.h"
+
 namespace ddpx::elastic_test {
 namespace {
 
@@ -72,33 +74,7 @@ ElasticJob::~ElasticJob() {
 
 pid_t ElasticJob::rank_pid(int slot) const {
   if (!launcher_.has_value()) return -1;
-  const pid_t parent = launcher_->pid();
-  DIR* proc = opendir("/proc");
-  pid_t found = -1;
-  while (dirent* e = readdir(proc)) {
-    const pid_t pid = atoi(e->d_name);
-    if (pid <= 0) continue;
-    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    const size_t close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    int ppid = 0;
-    char state;
-    if (sscanf(stat.c_str() + close_paren + 1, " %c %d", &state, &ppid) != 2 || ppid != parent)
-      continue;
-    if (state == 'Z') continue;
-    const std::string env = read_file("/proc/" + std::to_string(pid) + "/environ");
-    const std::string want = "RANK=" + std::to_string(slot);
-    for (size_t at = 0; at < env.size();) {
-      const size_t end = env.find('\0', at);
-      if (env.compare(at, end == std::string::npos ? std::string::npos : end - at, want) == 0)
-        found = pid;
-      if (end == std::string::npos) break;
-      at = end + 1;
-    }
-    if (found > 0) break;
-  }
-  closedir(proc);
-  return found;
+  return rank_processes::find_rank_process(launcher_->pid(), slot);
 }
 
 bool ElasticJob::wait_for_step(int64_t step, std::chrono::milliseconds timeout) {

@@ -28,8 +28,8 @@ class ElasticJob {
 
   const std::string& dir() const { return dir_; }
   const std::string& metrics_path() const { return metrics_; }
-  // The pid of the rank the launcher started in slot `slot` (RANK=<slot>),
-  // the first one found; -1 if none.
+  // The pid of the live rank the launcher started in slot `slot`
+  // (RANK=<slot>); -1 if none.
   pid_t rank_pid(int slot) const;
   // Waits (up to `timeout`) until rank 0 has written a step line with
   // "step" >= `step`; false on timeout or when the job ended first.

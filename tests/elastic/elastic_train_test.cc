@@ -11,9 +11,12 @@
 
 #include <chrono>
 #include <map>
+#include <optional>
 #include <regex>
+#include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/elastic/elastic_job.h"
@@ -73,16 +76,44 @@ void expect_all_equal(const std::map<std::string, std::string>& sums, size_t ran
   }
 }
 
+// The run every kill case shares: waits until rank 0 reported step
+// `at_step`, SIGKILLs the ranks the launcher started in `slots` (in order,
+// `between` apart), and waits for the job to end. nullopt, with the reason
+// added as a failure, when the job never got there, a rank was not found,
+// or the job hung after the kills.
+std::optional<launcher::ExitStatus> kill_ranks_and_wait(
+    ElasticJob& job, int64_t at_step, const std::vector<int>& slots,
+    std::chrono::milliseconds between = std::chrono::milliseconds(0)) {
+  if (!job.wait_for_step(at_step, seconds(60))) {
+    ADD_FAILURE() << "the job did not reach step " << at_step << ":\n" << job.output();
+    return std::nullopt;
+  }
+  std::vector<pid_t> victims;
+  for (int slot : slots) {
+    victims.push_back(job.rank_pid(slot));
+    if (victims.back() <= 0) {
+      ADD_FAILURE() << "no live rank in slot " << slot << ":\n" << job.output();
+      return std::nullopt;
+    }
+  }
+  for (size_t i = 0; i < victims.size(); ++i) {
+    if (i > 0) std::this_thread::sleep_for(between);
+    if (kill(victims[i], SIGKILL) != 0) {
+      ADD_FAILURE() << "kill(" << victims[i] << ", SIGKILL) failed";
+      return std::nullopt;
+    }
+  }
+  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  if (!end.has_value()) ADD_FAILURE() << "the job hung after the kills:\n" << job.output();
+  return end;
+}
+
 void kill_one_of_four(int slot) {
   const std::set<std::string> before = shm_segments();
   ElasticJob job("kill" + std::to_string(slot), 4, small_run());
-  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
-  const pid_t victim = job.rank_pid(slot);
-  ASSERT_GT(victim, 0);
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
-  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  std::optional<launcher::ExitStatus> end = kill_ranks_and_wait(job, 10, {slot});
+  ASSERT_TRUE(end.has_value());
   const std::string out = job.output();
-  ASSERT_TRUE(end.has_value()) << "the job hung after the kill:\n" << out;
   EXPECT_EQ(end->exit_code, 0) << out;
   const std::vector<std::string> changes = job.metrics_lines("membership");
   ASSERT_GE(changes.size(), 1u) << out;
@@ -106,20 +137,16 @@ TEST(ElasticTrainTest, KillOneRankTheOthersFinish) { kill_one_of_four(2); }
 
 TEST(ElasticTrainTest, KillRankZeroTheOthersFinish) { kill_one_of_four(0); }
 
-TEST(ElasticTrainTest, TwoRanksKilledAtOnce) {
+// Two of four killed, at once or the second `between` after the first: the
+// job ends on the other two, in one membership change or in two.
+void kill_two_of_four(const std::string& name, std::vector<int> slots,
+                      std::chrono::milliseconds between) {
   const std::set<std::string> before = shm_segments();
-  ElasticJob job("kill_two", 4, small_run());
-  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
-  const pid_t a = job.rank_pid(1), b = job.rank_pid(3);
-  ASSERT_GT(a, 0);
-  ASSERT_GT(b, 0);
-  ASSERT_EQ(kill(a, SIGKILL), 0);
-  ASSERT_EQ(kill(b, SIGKILL), 0);
-  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  ElasticJob job(name, 4, small_run());
+  std::optional<launcher::ExitStatus> end = kill_ranks_and_wait(job, 10, slots, between);
+  ASSERT_TRUE(end.has_value());
   const std::string out = job.output();
-  ASSERT_TRUE(end.has_value()) << "the job hung after the kills:\n" << out;
   EXPECT_EQ(end->exit_code, 0) << out;
-  // Both found in one change or in two; the job ends on the other two.
   const std::vector<std::string> changes = job.metrics_lines("membership");
   ASSERT_GE(changes.size(), 1u) << out;
   ASSERT_LE(changes.size(), 2u) << out;
@@ -128,40 +155,23 @@ TEST(ElasticTrainTest, TwoRanksKilledAtOnce) {
   expect_no_new_segments(before);
 }
 
+TEST(ElasticTrainTest, TwoRanksKilledAtOnce) {
+  kill_two_of_four("kill_two", {1, 3}, std::chrono::milliseconds(0));
+}
+
 // The second kill lands while the survivors of the first may still be
 // forming the next generation (or just after): either way the job ends on
 // the two that are left.
 TEST(ElasticTrainTest, KillDuringTheRebuildAfterAnEarlierKill) {
-  const std::set<std::string> before = shm_segments();
-  ElasticJob job("kill_in_rebuild", 4, small_run());
-  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
-  const pid_t a = job.rank_pid(2), b = job.rank_pid(0);
-  ASSERT_GT(a, 0);
-  ASSERT_GT(b, 0);
-  ASSERT_EQ(kill(a, SIGKILL), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ASSERT_EQ(kill(b, SIGKILL), 0);
-  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
-  const std::string out = job.output();
-  ASSERT_TRUE(end.has_value()) << "the job hung after the kills:\n" << out;
-  EXPECT_EQ(end->exit_code, 0) << out;
-  const std::vector<std::string> changes = job.metrics_lines("membership");
-  ASSERT_GE(changes.size(), 1u) << out;
-  EXPECT_EQ(json_field(changes.back(), "world_size"), "2") << changes.back();
-  expect_all_equal(parameter_checksums(out), 2, out);
-  expect_no_new_segments(before);
+  kill_two_of_four("kill_in_rebuild", {2, 0}, std::chrono::milliseconds(100));
 }
 
 TEST(ElasticTrainTest, BelowMinNprocEndsCleanly) {
   const std::set<std::string> before = shm_segments();
   ElasticJob job("below_min", 2, small_run({"--min_nproc=2"}));
-  ASSERT_TRUE(job.wait_for_step(5, seconds(60))) << job.output();
-  const pid_t victim = job.rank_pid(1);
-  ASSERT_GT(victim, 0);
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
-  std::optional<launcher::ExitStatus> end = job.wait(seconds(60));
+  std::optional<launcher::ExitStatus> end = kill_ranks_and_wait(job, 5, {1});
+  ASSERT_TRUE(end.has_value());
   const std::string out = job.output();
-  ASSERT_TRUE(end.has_value()) << "the job hung:\n" << out;
   EXPECT_NE(end->exit_code, 0) << out;
   EXPECT_NE(out.find("below the minimum of 2: ending the job"), std::string::npos) << out;
   expect_no_new_segments(before);
@@ -191,13 +201,9 @@ TEST(ElasticTrainTest, StoppedRankIsDroppedAndRefusedAfterContinue) {
 
 TEST(ElasticTrainTest, ReplacementJoinsWithTheSameParameters) {
   ElasticJob job("replace", 4, small_run({"--max_restarts=1", "--epochs=10"}));
-  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
-  const pid_t victim = job.rank_pid(1);
-  ASSERT_GT(victim, 0);
-  ASSERT_EQ(kill(victim, SIGKILL), 0);
-  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  std::optional<launcher::ExitStatus> end = kill_ranks_and_wait(job, 10, {1});
+  ASSERT_TRUE(end.has_value());
   const std::string out = job.output();
-  ASSERT_TRUE(end.has_value()) << out;
   EXPECT_EQ(end->exit_code, 0) << out;
   EXPECT_NE(out.find("starting a replacement (restart 1 of 1)"), std::string::npos) << out;
   bool joined = false;

@@ -1,6 +1,5 @@
 // A rank killed mid-training makes the whole job exit non-zero, promptly,
 // with a message naming the rank and the signal.
-#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -13,36 +12,12 @@
 #include "gtest/gtest.h"
 #include "tests/integration/train_runner.h"
 #include "tests/sanitizers.h"
+#include "tests/testing/rank_processes.h"
 
 namespace ddpx::integration_test {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-// The child of `parent` whose environment holds RANK=<rank>, or -1.
-pid_t find_rank(pid_t parent, int rank) {
-  DIR* proc = opendir("/proc");
-  pid_t found = -1;
-  while (dirent* e = readdir(proc)) {
-    const pid_t pid = atoi(e->d_name);
-    if (pid <= 0) continue;
-    const std::string stat = read_file("/proc/" + std::to_string(pid) + "/stat");
-    const size_t close_paren = stat.rfind(')');
-    if (close_paren == std::string::npos) continue;
-    int ppid = 0;
-    char state;
-    if (sscanf(stat.c_str() + close_paren + 1, " %c %d", &state, &ppid) != 2 || ppid != parent)
-      continue;
-    const std::string env = read_file("/proc/" + std::to_string(pid) + "/environ");
-    const std::string want = "RANK=" + std::to_string(rank);
-    for (size_t at = 0; at < env.size(); at = env.find('\0', at) + 1) {
-      if (env.compare(at, want.size() + 1, want + '\0') == 0) found = pid;
-      if (env.find('\0', at) == std::string::npos) break;
-    }
-  }
-  closedir(proc);
-  return found;
-}
 
 TEST(TrainFailureTest, KilledRankFailsTheJobAndIsNamed) {
   const std::string dir = fresh_dir("killed");
@@ -66,7 +41,7 @@ TEST(TrainFailureTest, KilledRankFailsTheJobAndIsNamed) {
   while (read_file(metrics).find("\"step\":5,") == std::string::npos && Clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   ASSERT_NE(read_file(metrics).find("\"step\":5,"), std::string::npos) << read_file(log);
-  const pid_t victim = find_rank(job, 1);
+  const pid_t victim = rank_processes::find_rank_process(job, 1);
   ASSERT_GT(victim, 0) << "no child of " << job << " with RANK=1";
   ASSERT_EQ(kill(victim, SIGKILL), 0);
 
@@ -81,7 +56,7 @@ TEST(TrainFailureTest, KilledRankFailsTheJobAndIsNamed) {
             std::string::npos) << output;
   EXPECT_LT(seconds, 20.0) << "the job outlived its killed rank";
   // No rank is left behind.
-  EXPECT_EQ(find_rank(job, 0), -1);
+  EXPECT_EQ(rank_processes::find_rank_process(job, 0), -1);
 }
 
 }  // namespace
