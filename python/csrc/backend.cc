@@ -1,5 +1,6 @@
 #include "python/csrc/backend.h"
 
+#include <mutex>
 #include <utility>
 
 #include <Python.h>
@@ -26,6 +27,14 @@ std::vector<at::Tensor> flatten(const std::vector<std::vector<at::Tensor>>& list
 
 void check_not_empty(size_t n, const char* op, const char* what) {
   TORCH_CHECK(n > 0, "ddpx: ", op, ": ", what, " is an empty list");
+}
+
+// DdpxBackend::world(): weak, so the default group's end is its backend's.
+std::mutex world_mu;
+c10::weak_intrusive_ptr<DdpxBackend>& world_backend() {
+  static auto* world = new c10::weak_intrusive_ptr<DdpxBackend>(
+      c10::intrusive_ptr<DdpxBackend>());
+  return *world;
 }
 
 }  // namespace
@@ -55,7 +64,26 @@ c10::intrusive_ptr<DdpxBackend> DdpxBackend::create(c10::intrusive_ptr<c10d::Sto
     // Dumps on failure, SIGUSR1 and peers' requests; peer states in errors.
     ddpx::TraceService::get().attach_world(ddpx_store, config.rank, config.size);
   }
-  return c10::make_intrusive<DdpxBackend>(config, std::move(group));
+  auto backend_ptr = c10::make_intrusive<DdpxBackend>(config, std::move(group));
+  if (config.is_world) {
+    std::lock_guard<std::mutex> lock(world_mu);
+    world_backend() = c10::weak_intrusive_ptr<DdpxBackend>(backend_ptr);
+  }
+  return backend_ptr;
+}
+
+c10::intrusive_ptr<DdpxBackend> DdpxBackend::world() {
+  std::lock_guard<std::mutex> lock(world_mu);
+  return world_backend().lock();
+}
+
+void DdpxBackend::allreduce_now(const ddpx::Tensor& tensor, ddpx::ReduceOp op) {
+  ddpx::AllreduceOptions o;
+  o.op = op;
+  o.timeout = op_timeout(c10d::kUnsetTimeout);
+  ++sequence_;
+  absl::Status s = group_->allreduce({tensor}, o)->wait();
+  if (!s.ok()) std::rethrow_exception(to_exception(s));
 }
 
 DdpxBackend::DdpxBackend(const BackendConfig& config, std::shared_ptr<ddpx::ProcessGroup> group)

@@ -57,6 +57,16 @@ class DdpxBackend : public c10d::Backend {
     return std::chrono::milliseconds(timeout_ms_.load(std::memory_order_relaxed));
   }
 
+  // The ddpx backend of the default group (init_process_group("ddpx") or
+  // "cpu:ddpx,..."), while it lives; null otherwise.
+  static c10::intrusive_ptr<DdpxBackend> world();
+
+  // One allreduce of `tensor` (a contiguous CPU tensor's memory), done when
+  // this returns: ddpx's op and its wait on the calling thread, with the
+  // group's timeout, no TorchWork and no future (torch.ops.ddpx.all_reduce_,
+  // python/csrc/inference_all_reduce.cc). Throws what wait() would raise.
+  void allreduce_now(const ddpx::Tensor& tensor, ddpx::ReduceOp op);
+
   const std::string getBackendName() const override { return "ddpx"; }
   c10::intrusive_ptr<Options> getBackendOptions() override;
   void setTimeout(std::chrono::milliseconds timeout) override;

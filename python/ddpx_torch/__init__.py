@@ -31,7 +31,10 @@ from ddpx_torch import _C
 # then leave their tensors be (python/csrc/torch_work.h).
 _atexit.register(_C._mark_python_exiting)
 
-__all__ = ["group_info", "BACKEND_NAME"]
+# Loading _C registered torch.ops.ddpx.all_reduce_ (ddpx_torch/inference.py).
+from ddpx_torch.inference import inference_all_reduce  # noqa: E402,F401
+
+__all__ = ["group_info", "inference_all_reduce", "BACKEND_NAME"]
 
 BACKEND_NAME = "ddpx"
 
