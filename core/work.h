@@ -121,17 +121,39 @@ class CompletedWork : public Work {
     if (future_ == nullptr) {
       future_ = Future<TensorList>::ready(single_output_.has_value() ? TensorList{*single_output_}
                                                                       : outputs_);
+      future_made_.store(true, std::memory_order_release);
     }
     return future_;
   }
   void abort() override {}  // done already: as for any completed Work, nothing changes
 
+  // Makes this work, made with one output and no longer held by anybody
+  // but the caller, the work of a later op of the same kind with `output`:
+  // a caller that issues small ops on one tensor over and over then
+  // allocates and copies nothing per op (a copy of a Tensor allocates its
+  // shape). Of the mutable state only get_future() reads, under the lock,
+  // and says so in future_made_: a holder that never asked for the future
+  // left nothing to synchronize with.
+  void reuse_for(const Tensor& output) {
+    if (future_made_.load(std::memory_order_acquire)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      future_.reset();
+      future_made_.store(false, std::memory_order_relaxed);
+    }
+    const Tensor& held = *single_output_;
+    if (!held.shares_storage_with(output) || held.storage_offset() != output.storage_offset() ||
+        held.dtype() != output.dtype() || held.shape() != output.shape()) {
+      single_output_ = output;
+    }
+  }
+
  private:
   const OpType op_;
   const TensorList outputs_;
-  const std::optional<Tensor> single_output_;
+  std::optional<Tensor> single_output_;  // changed by reuse_for() only
   std::mutex mu_;  // future_
   std::shared_ptr<Future<TensorList>> future_;
+  std::atomic<bool> future_made_{false};  // future_ is set
 };
 
 // Waits for one step of an algorithm made of several ops; a failure keeps

@@ -1,6 +1,9 @@
 // GlooBackend::small_allreduce_here: a small allreduce on the shared-memory
 // path begun on the issuing thread (gloo_backend.h says when and why; the
 // plan says whether it may, ExecutionPlan::allreduce_may_begin_here).
+#include <sched.h>
+
+#include <atomic>
 #include <chrono>
 #include <memory>
 
@@ -83,14 +86,40 @@ std::shared_ptr<Work> GlooBackend::small_allreduce_here(const TensorList& tensor
   // The completion time from the poll's own clock reads, taken while it
   // waits (the reduction after it takes nanoseconds).
   int64_t data_seen_at = 0;
-  if (begun.op.peers_ready(channel.spin(), begun.trace ? &TraceClock::now : nullptr,
-                           &data_seen_at)) {
+  bool ready = begun.op.peers_ready(channel.spin(), begun.trace ? &TraceClock::now : nullptr,
+                                    &data_seen_at);
+  if (!ready && channel.issue_yield().count() > 0) {
+    // More ranks than CPUs (WaitPolicy::issue_yield): the peers that have
+    // not posted may need this CPU; give it to them between looks.
+    const auto until = std::chrono::steady_clock::now() + channel.issue_yield();
+    do {
+      sched_yield();
+      ready = begun.op.peers_ready(std::chrono::nanoseconds::zero(),
+                                   begun.trace ? &TraceClock::now : nullptr, &data_seen_at);
+    } while (!ready && std::chrono::steady_clock::now() < until);
+  }
+  if (ready) {
     // Done before anybody holds its Work: one that holds the result, with
     // no future, lock or waiter to set up for a wait that never happens.
     s = finish(begun, tensors, data_seen_at);
+    if (!s.ok()) {
+      pool_->release_claim(worker);
+      return FutureWork::failed(OpType::kAllreduce, std::move(s));
+    }
+    // The worker's previous such Work when its caller let go of it (the
+    // claim makes this thread the only one here).
+    std::shared_ptr<CompletedWork>& kept = completed_here_[worker];
+    if (kept != nullptr && kept.use_count() == 1) {
+      // With the count's decrement by the thread that let go: what it did
+      // to the work happened before what follows.
+      std::atomic_thread_fence(std::memory_order_acquire);
+      kept->reuse_for(tensors[0]);
+    } else {
+      kept = std::make_shared<CompletedWork>(OpType::kAllreduce, tensors[0]);
+    }
+    std::shared_ptr<Work> done = kept;
     pool_->release_claim(worker);
-    if (!s.ok()) return FutureWork::failed(OpType::kAllreduce, std::move(s));
-    return std::make_shared<CompletedWork>(OpType::kAllreduce, tensors[0]);
+    return done;
   }
   // The peers have not posted yet: the rest runs as the worker's next task
   // (or on the thread that waits for it), keeping the caller's tensors.

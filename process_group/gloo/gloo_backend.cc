@@ -201,6 +201,7 @@ absl::Status GlooBackend::connect() {
     worker_stores_.push_back(std::move(*clone));
   }
   worker_scratch_.resize(options_.num_workers);
+  completed_here_.resize(options_.num_workers);
   GroupPaths paths;
   paths.size = size();
   paths.two_level = !two_level_.empty();

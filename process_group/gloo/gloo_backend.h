@@ -227,6 +227,11 @@ class GlooBackend : public Backend {
   SyncPairLimits sync_limits_;
   std::vector<std::unique_ptr<Store>> worker_stores_;
   std::vector<Tensor> worker_scratch_;  // used only by its worker
+  // Per worker: the Work of the latest small allreduce that completed where
+  // it was issued, handed out again (CompletedWork::reuse_for) once its
+  // caller let go of it; used only by the thread holding that worker's
+  // claim (small_allreduce_here).
+  std::vector<std::shared_ptr<CompletedWork>> completed_here_;
   std::shared_ptr<gloo::Context> p2p_context_;
   std::unique_ptr<shm::ShmGroup> shm_;
   std::string shm_status_;

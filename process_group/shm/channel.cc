@@ -71,6 +71,7 @@ class SpinTimer {
   explicit SpinTimer(std::chrono::nanoseconds budget) : budget_(budget) {}
   // One pause; false once the budget is spent.
   bool pause() {
+    if (budget_.count() == 0) return false;  // no spin: one look only
     _mm_pause();
     if ((++spins_ & 63) != 0) return true;
     const Clock::time_point now = Clock::now();
@@ -123,6 +124,7 @@ WaitPolicy WaitPolicy::for_load(int local_ranks, int cpus) {
   if (local_ranks > cpus) {
     p.spin = std::chrono::microseconds(2);
     p.yield = std::chrono::microseconds(200);
+    p.issue_yield = std::chrono::microseconds(50);
     p.move_off_shared_cpu = false;  // some ranks must share a CPU
   }
   return p;

@@ -82,6 +82,14 @@ struct WaitPolicy {
   std::chrono::nanoseconds spin{5'000};
   std::chrono::nanoseconds yield{1'000'000};
   std::chrono::nanoseconds contended_yield{20'000};
+  // How long the thread that issues a small allreduce (SmallAllreduce's
+  // caller that must not wait for peers that have not issued theirs) yields
+  // for its peers' data after its spin, before it hands the op's rest to a
+  // worker. Only with more ranks than CPUs: there the peers that have not
+  // posted often wait for this very CPU, and the hand-off would only add a
+  // thread to wake (as Open MPI polls and yields between polls when
+  // oversubscribed, its mpi_yield_when_idle).
+  std::chrono::nanoseconds issue_yield{0};
   // Whether a waiter that keeps finding its peer on its own CPU moves itself
   // off it (cpu_sharing.h): only where the host has a CPU for every rank.
   bool move_off_shared_cpu = true;
@@ -137,6 +145,8 @@ class Channel {
   int num_slots() const { return static_cast<int>(slot_free_after_.size()); }
   // How long a waiter spins before it yields (WaitPolicy).
   std::chrono::nanoseconds spin() const { return policy_.spin; }
+  // How long an issuing thread yields for its peers after that (WaitPolicy).
+  std::chrono::nanoseconds issue_yield() const { return policy_.issue_yield; }
   uint8_t* slot(int owner, int slot) const { return slots_[owner][slot]; }
   // Takes the first `nbytes` of the slot the next chunk will use for
   // writing (PREFETCHW), so that the next op's copy-in does not wait for

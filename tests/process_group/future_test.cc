@@ -67,4 +67,27 @@ TEST(CompletedWork, IsDoneWithOneFutureOfItsOutputs) {
   EXPECT_EQ(future->value()[0].data(), t.data());
 }
 
+// A reused Work is the later op's: its future holds the later output, and a
+// future taken before keeps the earlier one.
+TEST(CompletedWork, ReusedForAnotherOutputHoldsThatOutput) {
+  Tensor first = Tensor::zeros({3}, DType::kFloat32);
+  Tensor second = Tensor::zeros({5}, DType::kFloat32);
+  auto work = std::make_shared<CompletedWork>(OpType::kAllreduce, first);
+  std::shared_ptr<Future<TensorList>> before = work->get_future();
+  work->reuse_for(second);
+  std::shared_ptr<Future<TensorList>> after = work->get_future();
+  EXPECT_NE(before, after);
+  ASSERT_EQ(after->value().size(), 1u);
+  EXPECT_EQ(after->value()[0].data(), second.data());
+  EXPECT_EQ(after->value()[0].numel(), 5);
+  EXPECT_EQ(before->value()[0].data(), first.data());
+  // The same tensor again, and a view of the same storage at another offset.
+  work->reuse_for(second);
+  EXPECT_EQ(work->get_future()->value()[0].data(), second.data());
+  Tensor tail = second.view(2, {3});
+  work->reuse_for(tail);
+  EXPECT_EQ(work->get_future()->value()[0].data(), tail.data());
+  EXPECT_EQ(work->get_future()->value()[0].numel(), 3);
+}
+
 }  // namespace ddpx

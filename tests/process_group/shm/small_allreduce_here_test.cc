@@ -62,6 +62,33 @@ TEST(SmallAllreduceHere, TheFutureOutlivesItsWork) {
   }, shm_options());
 }
 
+// Ops that complete where they were issued may hand out one Work again once
+// its caller let go of it: each Work and future still holds its own op's
+// output, also while an earlier op's Work is held.
+TEST(SmallAllreduceHere, EachWorkHoldsItsOwnOutput) {
+  run_gloo_backends(2, [&](GlooBackend& b) {
+    std::shared_ptr<Work> held;
+    Tensor held_tensor;
+    for (int i = 0; i < 50; ++i) {
+      Tensor t = small_filled(b.rank() + i);
+      std::shared_ptr<Work> work = b.allreduce({t}, {});
+      ASSERT_TRUE(work->wait().ok());
+      absl::StatusOr<TensorList> out = work->get_future()->result();
+      ASSERT_TRUE(out.ok()) << out.status();
+      ASSERT_EQ(out->size(), 1u);
+      EXPECT_EQ((*out)[0].data(), t.data()) << "op " << i;
+      EXPECT_EQ((*out)[0].data_as<int64_t>()[0], 2 * i + 1) << "op " << i;
+      if (i % 7 == 0) {
+        held = work;  // kept past the next ops
+        held_tensor = t;
+      }
+      if (held != nullptr && held != work) {
+        EXPECT_EQ(held->get_future()->value()[0].data(), held_tensor.data()) << "op " << i;
+      }
+    }
+  }, shm_options());
+}
+
 TEST(SmallAllreduceHere, OppositeIssueOrdersOnTwoGroupsComplete) {
   auto store = std::make_shared<HashStore>(std::chrono::seconds(20));
   std::vector<std::thread> threads;
