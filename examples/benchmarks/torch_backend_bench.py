@@ -1,44 +1,59 @@
 #!/usr/bin/env python3
-"""torch.distributed from Python on the "ddpx" backend against Gloo and
-against DeepSpeed's CPU shared-memory allreduce, in one run.
+"""ddpx's allreduce from Python against Gloo's and DeepSpeed's, each like
+for like, in one run:
 
-    bazel run //examples/benchmarks:torch_backend_bench
+    ddpx's dist.all_reduce                  against  Gloo's dist.all_reduce
+        (torch's Python function, c10d dispatcher op, ProcessGroup, Work and
+        wait on both: the gloo keys of RESULT)
+    ddpx's torch.ops.ddpx.all_reduce_       against  DeepSpeed's
+        torch.ops.deepspeed.inference_all_reduce_
+        (a torch custom op called straight from Python, synchronous, no
+        Work: the deepspeed keys of RESULT; python/csrc/inference_all_reduce.cc)
+
+    bazel run -c opt //examples/benchmarks:torch_backend_bench -- --rounds 3
     python3 examples/benchmarks/torch_backend_bench.py [--ranks 2,4] [--rounds 5]
 
 For 2 and 4 ranks (real processes on this host, one torch thread each):
-  - all_reduce (SUM, float32) from 8 B to 64 MiB on ddpx, on Gloo, and with
-    DeepSpeed's `inference_all_reduce` (the shared-memory op DeepSpeed
-    builds itself, torch.ops.deepspeed.inference_all_reduce_; its op finds
-    its peers only when LOCAL_SIZE is set, which this script does);
+  - all_reduce (SUM, float32) from 8 B to 64 MiB: dist.all_reduce on ddpx
+    (column ddpx) and on Gloo (gloo); torch.ops.ddpx.all_reduce_ on the same
+    ddpx group (ddpx_op) and DeepSpeed's inference_all_reduce_ (deepspeed:
+    the shared-memory op DeepSpeed builds itself; its op finds its peers
+    only when LOCAL_SIZE is set, which this script does);
   - reduce_scatter_tensor and all_gather_into_tensor of 64 MiB (the full
     tensor) on ddpx and Gloo;
   - 2 ranks only: one torch DDP training step (MLP 784-2048-2048-10, batch
     64 per rank, SGD) with the model's process group on ddpx or on Gloo;
-  - the floors under ddpx's Python figures, in the same rounds: the same
-    allreduce from C++ on the same ddpx group, through ddpx's ProcessGroup
-    (ddpx_cpp) and through torch's c10d::Backend API with its Work
-    (ddpx_backend), and torch's Python path alone (python_path:
-    dist.all_reduce of 8 B on a group of one rank, no peer to wait for).
+  - the floors under ddpx's figures, in the same rounds: the same allreduce
+    from C++ on the same ddpx group, through ddpx's ProcessGroup (ddpx_cpp)
+    and through torch's c10d::Backend API with its Work (ddpx_backend); and
+    each Python path alone on a group of one rank (no peer to wait for):
+    dist.all_reduce of 8 B (python_path) and torch.ops.ddpx.all_reduce_ of
+    8 B (op_path).
 Every rank holds a Gloo group (the default group, also used to agree on
 iteration counts and to collect times), a ddpx group (new_group) and
-DeepSpeed's op. Rounds alternate the backends (the order rotates each
-round); each point of a round is the slowest rank's mean time per op over
-enough iterations to fill --budget seconds; the figure is the median over
-rounds. The parent process hosts the store (it binds a free port and hands
-it to the ranks). The load average is printed at the start, between world
-sizes and at the end.
+DeepSpeed's op. ddpx's columns share one warm tensor per size (zeros: a
+sum keeps them zero); Gloo and DeepSpeed have their own. Rounds alternate
+the backends (the order rotates each round); each point of a round is the
+slowest rank's mean time per op over enough calls to fill --budget seconds
+and at least --min_calls calls; the figure is the median over rounds. The
+parent process hosts the store (it binds a free port and hands it to the
+ranks). The load average is printed at the start, between world sizes and
+at the end.
 
 Last line (2 ranks; see issue 30):
-  RESULT py_allreduce_vs_gloo_min=  Gloo's time / ddpx's, worst size
+  RESULT py_allreduce_vs_gloo_min=  Gloo's time / ddpx's (dist.all_reduce on
+             both), worst size
          py_allreduce_vs_gloo_small_min=  the same from 8 B to 1 MiB
-         py_allreduce_vs_deepspeed_min=  DeepSpeed's time / ddpx's, worst size
+         py_allreduce_vs_deepspeed_min=  DeepSpeed's inference_all_reduce_ /
+             torch.ops.ddpx.all_reduce_, worst size
          py_allreduce_vs_deepspeed_geomean=  geometric mean over the sizes
          py_reduce_scatter_64MiB_vs_gloo=  Gloo's time / ddpx's
          torch_ddp_step_vs_gloo=  ddpx's step time / Gloo's
-         floor_vs_gloo_small_min, floor_vs_deepspeed_min=  the small_min and
-             deepspeed_min ratios against ddpx_cpp + python_path: what
-             dist.all_reduce on ddpx could reach in this run if it cost only
-             its C++ op and torch's own Python path
+         floor_vs_gloo_small_min=  the small_min ratio against ddpx_cpp +
+             python_path: what dist.all_reduce on ddpx could reach in this
+             run if it cost only its C++ op and torch's own Python path
+         floor_vs_deepspeed_min=  the deepspeed_min ratio against ddpx_cpp +
+             op_path: the same for the custom op
 """
 import argparse
 import datetime
@@ -58,7 +73,11 @@ SIZES = [8, 64, 512, 4 << 10, 32 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 1
          32 << 20, 64 << 20]
 SMALL_MAX = 1 << 20
 BIG = 64 << 20
-BACKENDS = ["ddpx", "gloo", "deepspeed"]
+# all_reduce columns: (name, what is called). ddpx and gloo through
+# dist.all_reduce, ddpx_op and deepspeed through their torch custom ops.
+BACKENDS = ["ddpx", "gloo", "ddpx_op", "deepspeed"]
+# The pairs RESULT compares: (ddpx's column, the other's).
+LIKE_FOR_LIKE = {"gloo": "ddpx", "deepspeed": "ddpx_op"}
 # ddpx's allreduce from C++ on the same group, timed like the Python points:
 # the floors under the Python figures (python/csrc/module.cc).
 FLOORS = {
@@ -66,9 +85,11 @@ FLOORS = {
     "ddpx_backend": "torch's c10d::Backend::allreduce on ddpx + Work.wait, from C++ "
                     "(no Python, no dispatcher)",
 }
-# dist.all_reduce of 8 B on a group of this rank alone (ddpx): what torch's
-# Python function, dispatcher and Work.wait() cost an op, with no peer.
+# 8 B on a group of this rank alone (ddpx), no peer to wait for: what
+# dist.all_reduce's Python function, dispatcher and Work.wait() cost an op
+# (python_path), and what the custom op's call from Python costs (op_path).
 PYTHON_PATH = "python_path"
+OP_PATH = "op_path"
 
 
 def human(nbytes):
@@ -118,17 +139,18 @@ class Rank:
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.gloo)
         return t.item()
 
-    def time_per_op(self, fn, budget=None, max_iters=2000, loop=None):
+    def time_per_op(self, fn, budget=None, max_iters=2000, loop=None, min_iters=2):
         """The slowest rank's mean seconds per fn() over iterations that fill
-        `budget` seconds (every rank runs the same count). `loop(n)`, if
-        given, runs the n iterations itself (the C++ floors)."""
+        `budget` seconds and number at least `min_iters` (every rank runs
+        the same count). `loop(n)`, if given, runs the n iterations itself
+        (the C++ floors)."""
         budget = budget or self.args.budget
         loop = loop or (lambda n: [fn() for _ in range(n)])
         loop(1)
         start = time.perf_counter()
         loop(1)
         estimate = self._slowest(time.perf_counter() - start)
-        iters = max(2, min(max_iters, int(budget / max(estimate, 1e-7))))
+        iters = max(min_iters, min(max_iters, int(budget / max(estimate, 1e-7))))
         dist.barrier(group=self.gloo)
         start = time.perf_counter()
         loop(iters)
@@ -136,8 +158,14 @@ class Rank:
 
 
 def allreduce_fn(r, backend, t):
+    """One allreduce of t the way `backend`'s column calls it (the ops looked
+    up once, as a program would)."""
     if backend == "deepspeed":
-        return lambda: torch.ops.deepspeed.inference_all_reduce_(t)
+        ds_op = torch.ops.deepspeed.inference_all_reduce_
+        return lambda: ds_op(t)
+    if backend == "ddpx_op":
+        ddpx_op, name = torch.ops.ddpx.all_reduce_, r.ddpx.group_name
+        return lambda: ddpx_op(t, "sum", name)
     group = r.ddpx if backend == "ddpx" else r.gloo
     return lambda: dist.all_reduce(t, group=group)
 
@@ -162,23 +190,30 @@ def check_allreduce(r, backends):
 def bench_collectives(r, out):
     backends = [b for b in BACKENDS if b != "deepspeed" or r.deepspeed_ok]
     check_allreduce(r, backends)
-    tensors = {(b, s): torch.zeros(s // 4) for b in backends for s in SIZES}
+    # ddpx's columns and floors share the ddpx group's tensors.
+    owners = {b: "ddpx" if b.startswith("ddpx") else b for b in backends}
+    tensors = {(o, s): torch.zeros(s // 4) for o in set(owners.values()) for s in SIZES}
     rs_in = {b: torch.zeros(BIG // 4) for b in ("ddpx", "gloo")}
     rs_out = {b: torch.zeros(BIG // 4 // r.world) for b in ("ddpx", "gloo")}
     for rnd in range(r.args.rounds):
         order = backends[rnd % len(backends):] + backends[:rnd % len(backends)]
         for s in SIZES:
             for b in order:
-                t = r.time_per_op(allreduce_fn(r, b, tensors[(b, s)]))
+                t = r.time_per_op(allreduce_fn(r, b, tensors[(owners[b], s)]),
+                                  min_iters=r.args.min_calls)
                 out.setdefault(("all_reduce", b, s), []).append(t)
             for f in FLOORS:
-                t = r.time_per_op(None, loop=floor_loop(r, f, tensors[("ddpx", s)]))
+                t = r.time_per_op(None, loop=floor_loop(r, f, tensors[("ddpx", s)]),
+                                  min_iters=r.args.min_calls)
                 out.setdefault(("all_reduce", f, s), []).append(t)
         solo = torch.zeros(2)
         t = r.time_per_op(lambda: dist.all_reduce(solo, group=r.solo))
         out.setdefault((PYTHON_PATH, "ddpx", 8), []).append(t)
+        ddpx_op, solo_name = torch.ops.ddpx.all_reduce_, r.solo.group_name
+        t = r.time_per_op(lambda: ddpx_op(solo, "sum", solo_name))
+        out.setdefault((OP_PATH, "ddpx", 8), []).append(t)
         for b in order:
-            if b == "deepspeed":
+            if b not in ("ddpx", "gloo"):
                 continue
             group = r.ddpx if b == "ddpx" else r.gloo
             t = r.time_per_op(lambda: dist.reduce_scatter_tensor(rs_out[b], rs_in[b], group=group))
@@ -254,28 +289,25 @@ def run_world(world, args, tmpdir):
 
 def print_table(world, med):
     print(f"\n== {world} ranks: all_reduce (float32, SUM), median over rounds ==")
+    print("   ddpx, gloo: dist.all_reduce on each (gloo/ddpx: the gloo keys)")
+    print("   ddpx_op: torch.ops.ddpx.all_reduce_, deepspeed: "
+          "torch.ops.deepspeed.inference_all_reduce_ (deepspeed/ddpx_op: the deepspeed keys)")
     for f, what in FLOORS.items():
         print(f"   {f}: {what}")
     have_ds = ("all_reduce", "deepspeed", SIZES[0]) in med
-    print(f"{'size':>8} {'ddpx':>11} {'gloo':>11}" + (f" {'deepspeed':>11}" if have_ds else "")
-          + "".join(f" {f:>12}" for f in FLOORS)
-          + "  gloo/ddpx" + ("  deepspeed/ddpx" if have_ds else "")
-          + "  gloo/ddpx_cpp" + ("  deepspeed/ddpx_cpp" if have_ds else ""))
+    cols = [b for b in BACKENDS if b != "deepspeed" or have_ds] + list(FLOORS)
     print(f"   {PYTHON_PATH}: dist.all_reduce of 8 B on a one-rank ddpx group (no peer): "
           f"{fmt_time(med[(PYTHON_PATH, 'ddpx', 8)])} per op")
+    print(f"   {OP_PATH}: torch.ops.ddpx.all_reduce_ of 8 B on a one-rank ddpx group "
+          f"(no peer): {fmt_time(med[(OP_PATH, 'ddpx', 8)])} per op")
+    print(f"{'size':>8}" + "".join(f" {c:>12}" for c in cols)
+          + "  gloo/ddpx" + ("  deepspeed/ddpx_op" if have_ds else ""))
     for s in SIZES:
-        d, g = med[("all_reduce", "ddpx", s)], med[("all_reduce", "gloo", s)]
-        c = med[("all_reduce", "ddpx_cpp", s)]
-        line = f"{human(s):>8} {fmt_time(d):>11} {fmt_time(g):>11}"
+        line = f"{human(s):>8}" + "".join(f" {fmt_time(med[('all_reduce', c, s)]):>12}"
+                                          for c in cols)
+        line += f"  {ratio(med, 'gloo', s):9.2f}"
         if have_ds:
-            line += f" {fmt_time(med[('all_reduce', 'deepspeed', s)]):>11}"
-        line += "".join(f" {fmt_time(med[('all_reduce', f, s)]):>12}" for f in FLOORS)
-        line += f"  {g / d:9.2f}"
-        if have_ds:
-            line += f"  {med[('all_reduce', 'deepspeed', s)] / d:14.2f}"
-        line += f"  {g / c:13.2f}"
-        if have_ds:
-            line += f"  {med[('all_reduce', 'deepspeed', s)] / c:18.2f}"
+            line += f"  {ratio(med, 'deepspeed', s):17.2f}"
         print(line)
     for op in ("reduce_scatter_tensor", "all_gather_into_tensor"):
         d, g = med[(op, "ddpx", BIG)], med[(op, "gloo", BIG)]
@@ -286,15 +318,20 @@ def print_table(world, med):
               f"gloo {fmt_time(g)}, ddpx/gloo {d / g:.3f}")
 
 
+def ratio(med, other, s):
+    """`other`'s time / that of ddpx's column called the same way."""
+    return med[("all_reduce", other, s)] / med[("all_reduce", LIKE_FOR_LIKE[other], s)]
+
+
 def result_line(med):
-    def ratio(other, s, ours="ddpx"):
-        return med[("all_reduce", other, s)] / med[("all_reduce", ours, s)]
     fields = {
-        "py_allreduce_vs_gloo_min": min(ratio("gloo", s) for s in SIZES),
-        "py_allreduce_vs_gloo_small_min": min(ratio("gloo", s) for s in SIZES if s <= SMALL_MAX),
+        "py_allreduce_vs_gloo_min": min(ratio(med, "gloo", s) for s in SIZES),
+        "py_allreduce_vs_gloo_small_min": min(ratio(med, "gloo", s) for s in SIZES
+                                              if s <= SMALL_MAX),
     }
-    if ("all_reduce", "deepspeed", SIZES[0]) in med:
-        ds = [ratio("deepspeed", s) for s in SIZES]
+    have_ds = ("all_reduce", "deepspeed", SIZES[0]) in med
+    if have_ds:
+        ds = [ratio(med, "deepspeed", s) for s in SIZES]
         fields["py_allreduce_vs_deepspeed_min"] = min(ds)
         fields["py_allreduce_vs_deepspeed_geomean"] = math.exp(sum(map(math.log, ds)) / len(ds))
     fields["py_reduce_scatter_64MiB_vs_gloo"] = (med[("reduce_scatter_tensor", "gloo", BIG)]
@@ -302,16 +339,17 @@ def result_line(med):
     if ("ddp_step", "ddpx", 0) in med:
         fields["torch_ddp_step_vs_gloo"] = (med[("ddp_step", "ddpx", 0)]
                                             / med[("ddp_step", "gloo", 0)])
-    # The same ratios had ddpx's op from Python cost its C++ op (ddpx_cpp)
-    # plus torch's Python path alone (python_path): the best dist.all_reduce
-    # on ddpx could reach in this run.
-    def floor_ratio(other, s):
-        best = med[("all_reduce", "ddpx_cpp", s)] + med[(PYTHON_PATH, "ddpx", 8)]
+    # The same ratios had ddpx's call from Python cost its C++ op (ddpx_cpp)
+    # plus that call's own path alone (python_path, op_path): the best each
+    # of ddpx's columns could reach in this run.
+    def floor_ratio(other, s, path):
+        best = med[("all_reduce", "ddpx_cpp", s)] + med[(path, "ddpx", 8)]
         return med[("all_reduce", other, s)] / best
-    fields["floor_vs_gloo_small_min"] = min(floor_ratio("gloo", s) for s in SIZES
+    fields["floor_vs_gloo_small_min"] = min(floor_ratio("gloo", s, PYTHON_PATH) for s in SIZES
                                             if s <= SMALL_MAX)
-    if ("all_reduce", "deepspeed", SIZES[0]) in med:
-        fields["floor_vs_deepspeed_min"] = min(floor_ratio("deepspeed", s) for s in SIZES)
+    if have_ds:
+        fields["floor_vs_deepspeed_min"] = min(floor_ratio("deepspeed", s, OP_PATH)
+                                               for s in SIZES)
     return "RESULT " + " ".join(f"{k}={v:.3f}" for k, v in fields.items())
 
 
@@ -321,6 +359,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--budget", type=float, default=0.15,
                    help="seconds of iterations per point and round")
+    p.add_argument("--min_calls", type=int, default=10,
+                   help="all_reduce calls per point and round at least (the large sizes)")
     p.add_argument("--no_deepspeed", action="store_true", help="leave DeepSpeed's column out")
     p.add_argument("--no_ddp", action="store_true", help="leave the DDP step out")
     args = p.parse_args()
