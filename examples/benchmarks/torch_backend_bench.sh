@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Runs torch_backend_bench.py (torch.distributed from Python on "ddpx" vs
-# Gloo vs DeepSpeed's shared-memory allreduce; see its docstring) with the
-# ddpx_torch package Bazel built (//python:ddpx_torch in the runfiles) and
-# the python3 torch lives in (or $PYTHON). Arguments go to the script:
+# Runs torch_backend_bench.py (ddpx's dist.all_reduce vs Gloo's, and ddpx's
+# torch.ops.ddpx.all_reduce_ vs DeepSpeed's inference_all_reduce_, from
+# Python; see its docstring) with the ddpx_torch package Bazel built
+# (//python:ddpx_torch in the runfiles) and the python3 torch lives in (or
+# $PYTHON). Arguments go to the script:
 #
-#   bazel run //examples/benchmarks:torch_backend_bench -- --rounds 5
+#   bazel run -c opt //examples/benchmarks:torch_backend_bench -- --rounds 3
 set -euo pipefail
 runfiles="${RUNFILES_DIR:-$0.runfiles}/ddpx"
 export PYTHONPATH="$runfiles/python${PYTHONPATH:+:$PYTHONPATH}"
