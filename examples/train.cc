@@ -27,7 +27,7 @@
 #include "examples/trainer/cli.h"
 #include "examples/trainer/crc32c.h"
 #include "examples/trainer/ddp_sync.h"
-#include "examples/trainer/elastic_flags.h"
+#include "examples/trainer/elastic_join.h"
 #include "examples/trainer/elastic_membership.h"
 #include "examples/trainer/fault_injection.h"
 #include "examples/trainer/flags.h"

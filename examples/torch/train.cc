@@ -36,7 +36,7 @@
 #include "examples/data/fashion_mnist.h"
 #include "examples/torch/cnn.h"
 #include "examples/trainer/checkpoint.h"
-#include "examples/trainer/elastic_flags.h"
+#include "examples/trainer/elastic_join.h"
 #include "examples/trainer/elastic_membership.h"
 #include "examples/trainer/flags.h"
 #include "examples/trainer/train_step.h"

@@ -36,6 +36,17 @@ ABSL_FLAG(int64_t, store_max_memory_mb, -1,
           "Memory limit in MiB of the rendezvous store rank 0 serves (docs/store.md); "
           "-1: the library's default (1 GiB), 0: none.");
 
+// Elastic mode (docs/elastic.md; elastic_join.h, elastic_membership.h).
+ABSL_FLAG(bool, elastic, false,
+          "Elastic training (docs/elastic.md): a rank that dies or stops is dropped and the "
+          "others go on; processes started later join at a step boundary. The store is "
+          "served by the launcher (--nproc) or tcp_store_server, never by a rank.");
+ABSL_FLAG(int, min_nproc, 1, "--elastic: below this many live ranks the job ends.");
+ABSL_FLAG(int, max_restarts, 0,
+          "--elastic with --nproc: replacements the launcher starts for failed ranks, in all.");
+ABSL_FLAG(double, heartbeat_s, 0.5,
+          "--elastic: heartbeat interval; a rank silent for 4 intervals is dropped.");
+
 ABSL_FLAG(std::string, trace_dir, "",
           "Flight recorder dumps go here, one rank<R>.jsonl per rank (sets DDPX_TRACE_DIR): "
           "when an op fails, on SIGUSR1, and when another rank's op failed. "
@@ -84,6 +95,8 @@ ABSL_FLAG(int, threads, 0,
           "(0: cores / local ranks).");
 
 namespace ddpx::trainer {
+
+bool elastic_mode() { return absl::GetFlag(FLAGS_elastic); }
 
 void set_model_defaults(const ModelDefaults& d) {
   absl::SetFlag(&FLAGS_epochs, d.epochs);

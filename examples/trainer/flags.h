@@ -1,5 +1,5 @@
-// The flags both example trainers take (examples:train, examples/torch:train)
-// and what their main()s do with them first: start --nproc local ranks, or
+// The flags both example trainers take (examples:train, examples/torch:train),
+// elastic mode's included, and what their main()s do with them first: start --nproc local ranks, or
 // build this rank's InitOptions; then the loop's TrainConfig (trainer.h) and
 // the settings every model reads (data, optimizer, DDP buckets, threads).
 // A trainer declares only its model's own flags (--hidden, --width, ...).
@@ -28,6 +28,10 @@ ABSL_DECLARE_FLAG(std::string, hook);
 ABSL_DECLARE_FLAG(int, timeout_s);
 ABSL_DECLARE_FLAG(int64_t, store_max_memory_mb);
 ABSL_DECLARE_FLAG(std::string, trace_dir);
+ABSL_DECLARE_FLAG(bool, elastic);
+ABSL_DECLARE_FLAG(int, min_nproc);
+ABSL_DECLARE_FLAG(int, max_restarts);
+ABSL_DECLARE_FLAG(double, heartbeat_s);
 
 namespace ddpx::trainer {
 
@@ -42,6 +46,11 @@ struct ModelDefaults {
 // Sets those flags' values; call before absl::ParseCommandLine, which then
 // overrides them from the command line.
 void set_model_defaults(const ModelDefaults& defaults);
+
+// --elastic: the run goes on when ranks die, stop or arrive
+// (elastic_join.h launches or joins the job, elastic_membership.h drives
+// the loop).
+bool elastic_mode();
 
 // When this process is not one rank of a job (cli.h, launched_as_rank):
 // runs --nproc local copies of this binary and returns their exit code.

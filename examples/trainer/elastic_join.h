@@ -1,27 +1,19 @@
-// The flags of elastic mode (--elastic, --min_nproc, --max_restarts,
-// --heartbeat_s) and what a trainer's main() does with them: launch the
-// ranks with a launcher that serves the store and restarts them
-// (examples/launcher/elastic_launch.h), or join the job as one rank
-// (elastic/elastic_group.h). Both trainers link it.
-#ifndef DDPX_EXAMPLES_TRAINER_ELASTIC_FLAGS_H_
-#define DDPX_EXAMPLES_TRAINER_ELASTIC_FLAGS_H_
+// What a trainer's main() does in elastic mode (--elastic and its flags,
+// flags.h): launch the ranks with a launcher that serves the store and
+// restarts them (examples/launcher/elastic_launch.h), or join the job as
+// one rank (elastic/elastic_group.h); the loop then runs over an
+// ElasticMembership (elastic_membership.h). Both trainers link it.
+#ifndef DDPX_EXAMPLES_TRAINER_ELASTIC_JOIN_H_
+#define DDPX_EXAMPLES_TRAINER_ELASTIC_JOIN_H_
 
 #include <memory>
 #include <optional>
 
-#include "absl/flags/declare.h"
 #include "absl/status/statusor.h"
 #include "elastic/elastic_group.h"
 #include "process_group/rendezvous/init.h"
 
-ABSL_DECLARE_FLAG(bool, elastic);
-ABSL_DECLARE_FLAG(int, min_nproc);
-ABSL_DECLARE_FLAG(int, max_restarts);
-ABSL_DECLARE_FLAG(double, heartbeat_s);
-
 namespace ddpx::trainer {
-
-bool elastic_mode();
 
 // With --elastic and no launcher's environment: runs the local elastic
 // launch of --nproc ranks and returns its exit code. Otherwise nullopt.
@@ -36,4 +28,4 @@ absl::StatusOr<std::unique_ptr<elastic::ElasticGroup>> join_elastic_job(const In
 
 }  // namespace ddpx::trainer
 
-#endif  // DDPX_EXAMPLES_TRAINER_ELASTIC_FLAGS_H_
+#endif  // DDPX_EXAMPLES_TRAINER_ELASTIC_JOIN_H_

@@ -1,4 +1,4 @@
-#include "examples/trainer/elastic_flags.h"
+#include "examples/trainer/elastic_join.h"
 
 #include <cstdlib>
 
@@ -14,19 +14,7 @@
 #include "store/prefix_store.h"
 #include "store/tcp_store.h"
 
-ABSL_FLAG(bool, elastic, false,
-          "Elastic training (docs/elastic.md): a rank that dies or stops is dropped and the "
-          "others go on; processes started later join at a step boundary. The store is "
-          "served by the launcher (--nproc) or tcp_store_server, never by a rank.");
-ABSL_FLAG(int, min_nproc, 1, "--elastic: below this many live ranks the job ends.");
-ABSL_FLAG(int, max_restarts, 0,
-          "--elastic with --nproc: replacements the launcher starts for failed ranks, in all.");
-ABSL_FLAG(double, heartbeat_s, 0.5,
-          "--elastic: heartbeat interval; a rank silent for 4 intervals is dropped.");
-
 namespace ddpx::trainer {
-
-bool elastic_mode() { return absl::GetFlag(FLAGS_elastic); }
 
 std::optional<int> launch_elastic_unless_rank(int argc, char** argv) {
   if (!elastic_mode() || launched_as_rank(absl::GetFlag(FLAGS_rank), absl::GetFlag(FLAGS_init),
