@@ -13,6 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "core/culprits.h"
+#include "elastic/kill_point.h"
 #include "elastic/membership_keys.h"
 #include "process_group/rendezvous/init.h"
 #include "store/prefix_store.h"
@@ -196,6 +197,7 @@ void ElasticGroup::abort_if_a_member_is_silent() {
 }
 
 absl::Status ElasticGroup::seal(int64_t generation, const std::vector<int64_t>& previous) {
+  kill_point("form/leading", rank_, generation);  // rank_: in the generation before
   const std::string join_key = keys::joined(generation);
   auto joined_now = [&]() -> absl::StatusOr<std::vector<int64_t>> {
     absl::StatusOr<bool> any = store_->check({join_key});
@@ -275,7 +277,10 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
   constexpr int kMaxFailedBuilds = 8;
   int failed_builds = 0;
   std::vector<int64_t> current_previous = previous_members;
-  std::vector<int64_t> carried_joined;  // joined generations that did not start
+  // Joined generations that did not start, or that started and committed
+  // no step (the state may not have reached them: a member died while it
+  // was sent): they are sent it again.
+  std::vector<int64_t> carried_joined = unconfirmed_joined_;
   const std::vector<int64_t>& previous = current_previous;
   for (;;) {
     if (absl::Status s = store_->append(keys::joined(generation), to_bytes(absl::StrCat(id_, ",")));
@@ -358,6 +363,7 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
       abortable_ = nullptr;  // the generation before is left behind
     }
     rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), id_) - members_.begin());
+    kill_point("form/member", rank_, generation);
     MembershipChange c;
     c.generation = generation;
     c.rank = rank_;
@@ -400,6 +406,7 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
       ++generation;
       continue;
     }
+    kill_point("form/connected", rank_, generation);
     {
       std::lock_guard<std::mutex> lock(watched_mu_);
       abortable_ = *backend;
@@ -409,6 +416,7 @@ absl::StatusOr<MembershipChange> ElasticGroup::form(int64_t generation,
     pg_ = std::make_shared<ProcessGroup>(*std::move(backend), pg_store, options_.timeout);
     c.seconds = seconds_since(started);
     last_change_ = c;
+    unconfirmed_joined_ = generation > 0 ? c.joined : std::vector<int64_t>{};
     return c;
   }
 }
@@ -428,6 +436,7 @@ absl::StatusOr<CommitDecision> ElasticGroup::should_commit(int64_t step,
     if (!v.ok()) return store_error(v.status(), "voting on a step");
     return to_string(*v);
   };
+  kill_point("vote/enter", rank_, step);
   std::optional<std::string> decided;
   if (!local.ok()) {
     absl::StatusOr<std::string> d = propose(absl::StrCat("abort rank ", rank_, ": ", local.message()));
@@ -444,6 +453,7 @@ absl::StatusOr<CommitDecision> ElasticGroup::should_commit(int64_t step,
       decided = *d;
     }
   }
+  kill_point("vote/cast", rank_, step);
   const Clock::time_point until = Clock::now() + options_.timeout;
   while (!decided.has_value()) {
     // Short waits: a member that voted no and died is seen between them.
@@ -479,8 +489,11 @@ absl::StatusOr<CommitDecision> ElasticGroup::should_commit(int64_t step,
     (void)store_->delete_key(keys::votes(generation_, step - 2));
     (void)store_->delete_key(keys::decision(generation_, step - 2));
   }
+  kill_point("vote/decided", rank_, step);
   CommitDecision d;
   d.commit = absl::StartsWith(*decided, "commit");
+  // Every member took part in a committed step: the newcomers had the state.
+  if (d.commit) unconfirmed_joined_.clear();
   d.admit = *decided == "commit admit";
   if (!d.commit) d.why = decided->substr(std::min<size_t>(decided->size(), 6));
   return d;

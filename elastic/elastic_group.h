@@ -172,6 +172,8 @@ class ElasticGroup {
   int rank_ = -1;
   std::shared_ptr<ProcessGroup> pg_;
   MembershipChange last_change_;
+  // The current generation's newcomers until a step of it commits.
+  std::vector<int64_t> unconfirmed_joined_;
   std::vector<std::thread> retiring_;  // retire()
 };
 

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "elastic/kill_point.h"
 
 namespace ddpx::elastic {
 
@@ -13,6 +14,7 @@ absl::Status broadcast_state(ProcessGroup& pg, int root, std::string* blob) {
   if (absl::Status s = pg.broadcast({size}, from)->wait(); !s.ok()) {
     return absl::Status(s.code(), absl::StrCat("state transfer (size): ", s.message()));
   }
+  kill_point("state/sized", pg.rank());
   const int64_t n = size.item(0);
   if (n < 0) return absl::InternalError(absl::StrCat("state transfer: size ", n));
   if (pg.rank() != root) blob->assign(static_cast<size_t>(n), '\0');

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "absl/strings/str_cat.h"
+#include "elastic/kill_point.h"
 
 namespace ddpx::trainer {
 namespace {
@@ -26,6 +27,18 @@ class FaultInjectingHook : public CommHook {
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     if (bucket.index() == 0) ++step_;
+    if (fault_.kind == "kill_points") {
+      // Every bucket, every step: before the bucket's collective is issued,
+      // while it is in flight, and once it completed here.
+      const int rank = pg_->rank();
+      elastic::kill_point("hook/run", rank);
+      std::shared_ptr<Future<Tensor>> f = inner_->run(bucket);
+      elastic::kill_point("hook/issued", rank);
+      return f->then([rank](Tensor& t) {
+        elastic::kill_point("hook/done", rank);
+        return t;
+      });
+    }
     if (bucket.index() != 0 || step_ != fault_.step) return inner_->run(bucket);
     const bool me = pg_->rank() == fault_.rank;
     if (fault_.kind == "wrong_root") {
@@ -72,12 +85,13 @@ class FaultInjectingHook : public CommHook {
 }  // namespace
 
 absl::Status check_fault_kind(const std::string& kind) {
-  for (const char* k : {"", "skip_allreduce", "wrong_count", "wrong_root", "sigstop", "sigkill"}) {
+  for (const char* k :
+       {"", "skip_allreduce", "wrong_count", "wrong_root", "sigstop", "sigkill", "kill_points"}) {
     if (kind == k) return absl::OkStatus();
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--inject_fault=", kind,
-      ": expected skip_allreduce, wrong_count, wrong_root, sigstop or sigkill"));
+      ": expected skip_allreduce, wrong_count, wrong_root, sigstop, sigkill or kill_points"));
 }
 
 std::unique_ptr<CommHook> inject_fault(std::unique_ptr<CommHook> inner, InjectedFault fault,

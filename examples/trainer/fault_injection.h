@@ -21,6 +21,9 @@ struct InjectedFault {
   // wrong_root: every rank broadcasts a small tensor first, this one from
   //   root 1, the others from root 0;
   // sigstop / sigkill: it sends itself that signal.
+  // kill_points: no fault of its own; every rank passes the hook's kill
+  //   points (elastic/kill_point.h: "hook/run", "hook/issued", "hook/done"
+  //   for each bucket), where DDPX_KILL_AT kills the rank it names.
   std::string kind;
   int rank = 1;
   int64_t step = 2;  // counted from 0 by the hook's calls for bucket 0

@@ -1,0 +1,111 @@
+// kill -9 of ranks of a 4-rank elastic job of examples/train at 20 chosen
+// instants spread over a step and over the rebuild after an earlier kill:
+// each victim kills itself at a named kill point (elastic/kill_point.h;
+// the hook's are examples/train's --inject_fault=kill_points), so the kill
+// lands exactly there. Every run ends (no hang), the survivors finish the
+// epoch with bit-identical parameters, and no /dev/shm segment is left.
+//
+// The instants, each with rank 0 among the victims somewhere:
+//   hook/run      before a bucket's allreduce is issued
+//   hook/issued   while the bucket's allreduce is in flight
+//   hook/done     once it completed on the victim (the others may still be in it)
+//   vote/enter    gradients synchronized, before the step's vote
+//   vote/cast     voted, waiting for the decision
+//   vote/decided  the step committed: the victim dies entering its optimizer step
+//   form/leading  the leader of the next generation, while it seals it
+//   form/member   a member that read the next generation's record, before connecting
+//   form/connected  a member whose next group connected, before its first op
+//   state/sized   rank 0 between the two broadcasts of the state to a replacement
+// and a replacement (--max_restarts=1) killed once admitted.
+// A "rebuild" case kills a second rank in the generation formed after the
+// first kill (its form/* point at generation 1).
+#include <stdlib.h>
+#include <sys/stat.h>
+
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/elastic/elastic_job.h"
+#include "tests/elastic/job_checks.h"
+
+namespace ddpx::elastic_test {
+namespace {
+
+using std::chrono::seconds;
+
+struct Instant {
+  const char* name;
+  const char* kill_at;  // DDPX_KILL_AT
+  int victims;          // ranks it kills
+  int replacements;     // --max_restarts
+};
+
+const Instant kInstants[] = {
+    {"BeforeAllreduceRank1", "hook/run:1:9", 1, 0},
+    {"BeforeAllreduceRank0", "hook/run:0:10", 1, 0},
+    {"AllreduceInFlightRank2", "hook/issued:2:9", 1, 0},
+    {"AllreduceInFlightRank0", "hook/issued:0:11", 1, 0},
+    {"AllreduceInFlightRank3", "hook/issued:3:12", 1, 0},
+    {"AfterAllreduceRank1", "hook/done:1:10", 1, 0},
+    {"AfterAllreduceRank0", "hook/done:0:12", 1, 0},
+    {"BeforeVoteRank3", "vote/enter:3:6", 1, 0},
+    {"BeforeVoteRank0", "vote/enter:0:7", 1, 0},
+    {"VotedRank1", "vote/cast:1:6", 1, 0},
+    {"VotedRank0", "vote/cast:0:8", 1, 0},
+    {"OptimizerStepRank2", "vote/decided:2:7", 1, 0},
+    {"OptimizerStepRank0", "vote/decided:0:6", 1, 0},
+    {"RebuildLeader", "hook/issued:1:9,form/leading:*:1", 2, 0},
+    {"RebuildMemberRank0", "hook/issued:2:9,form/member:0:1", 2, 0},
+    {"RebuildMemberRank2", "hook/run:0:9,form/member:2:1", 2, 0},
+    {"RebuildConnectedRank1", "vote/cast:3:6,form/connected:1:1", 2, 0},
+    {"RebuildConnectedRank0", "hook/done:2:9,form/connected:0:1", 2, 0},
+    {"ReplacementKilledAfterItVoted", "hook/issued:1:9,vote/cast:3:18", 2, 1},
+    {"StateTransferRank0", "hook/issued:2:9,state/sized:0:1", 2, 1},
+};
+
+class KillMatrixTest : public ::testing::TestWithParam<Instant> {};
+
+TEST_P(KillMatrixTest, TheSurvivorsFinish) {
+  const Instant& at = GetParam();
+  const std::set<std::string> before = shm_segments();
+  // The ranks inherit them from the launcher; each spec kills once.
+  const std::string markers =
+      std::string(getenv("TEST_TMPDIR")) + "/kill_markers_" + at.name;
+  ASSERT_EQ(mkdir(markers.c_str(), 0755), 0) << markers;
+  setenv("DDPX_KILL_AT", at.kill_at, 1);
+  setenv("DDPX_KILL_MARKERS", markers.c_str(), 1);
+  ElasticJob job(std::string("kill_") + at.name, 4,
+                 {"--hidden=32", "--batch_size=16", "--train_limit=1600", "--epochs=1",
+                  "--log_every=1000", "--timeout_s=5", "--heartbeat_s=0.5",
+                  "--inject_fault=kill_points", "--bucket_cap_mb=0.03",
+                  "--first_bucket_cap_mb=0.03",
+                  "--max_restarts=" + std::to_string(at.replacements)});
+  unsetenv("DDPX_KILL_AT");
+  unsetenv("DDPX_KILL_MARKERS");
+  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  const std::string out = job.output();
+  ASSERT_TRUE(end.has_value()) << "the job hung (DDPX_KILL_AT=" << at.kill_at << "):\n" << out;
+  EXPECT_EQ(end->exit_code, 0) << out;
+  // Each kill landed where it was meant to.
+  size_t kills = 0;
+  for (size_t p = out.find("KILL POINT"); p != std::string::npos;
+       p = out.find("KILL POINT", p + 1)) {
+    ++kills;
+  }
+  EXPECT_EQ(kills, static_cast<size_t>(at.victims)) << out;
+  EXPECT_NE(out.find("done:"), std::string::npos) << out;
+  const std::vector<std::string> changes = job.metrics_lines("membership");
+  ASSERT_GE(changes.size(), 1u) << out;
+  const size_t live = 4 - at.victims + at.replacements;
+  EXPECT_EQ(json_field(changes.back(), "world_size"), std::to_string(live)) << changes.back();
+  expect_all_equal(parameter_checksums(out), live, out);
+  expect_no_new_segments(before);
+}
+
+INSTANTIATE_TEST_SUITE_P(Instants, KillMatrixTest, ::testing::ValuesIn(kInstants),
+                         [](const ::testing::TestParamInfo<Instant>& i) { return i.param.name; });
+
+}  // namespace
+}  // namespace ddpx::elastic_test
