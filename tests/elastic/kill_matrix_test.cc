@@ -16,7 +16,8 @@
 //   form/member   a member that read the next generation's record, before connecting
 //   form/connected  a member whose next group connected, before its first op
 //   state/sized   rank 0 between the two broadcasts of the state to a replacement
-// and a replacement (--max_restarts=1) killed once admitted.
+// and a replacement (--max_restarts=1) killed in flight once admitted (its
+// 12th pass: the first rank 3 is rank 2 after the first kill).
 // A "rebuild" case kills a second rank in the generation formed after the
 // first kill (its form/* point at generation 1).
 #include <stdlib.h>
@@ -42,6 +43,11 @@ struct Instant {
   int replacements;     // --max_restarts
 };
 
+// A replacement starts in a second or two (more under a sanitizer): runs
+// that wait for one train 20 epochs (about 600 steps) so it is admitted
+// well before the end; the others one epoch of 25 steps.
+std::string epochs(const Instant& at) { return at.replacements > 0 ? "20" : "1"; }
+
 const Instant kInstants[] = {
     {"BeforeAllreduceRank1", "hook/run:1:9", 1, 0},
     {"BeforeAllreduceRank0", "hook/run:0:10", 1, 0},
@@ -61,7 +67,7 @@ const Instant kInstants[] = {
     {"RebuildMemberRank2", "hook/run:0:9,form/member:2:1", 2, 0},
     {"RebuildConnectedRank1", "vote/cast:3:6,form/connected:1:1", 2, 0},
     {"RebuildConnectedRank0", "hook/done:2:9,form/connected:0:1", 2, 0},
-    {"ReplacementKilledAfterItVoted", "hook/issued:1:9,vote/cast:3:18", 2, 1},
+    {"ReplacementKilledInFlight", "hook/issued:1:9,hook/issued:3:12", 2, 1},
     {"StateTransferRank0", "hook/issued:2:9,state/sized:0:1", 2, 1},
 };
 
@@ -77,14 +83,14 @@ TEST_P(KillMatrixTest, TheSurvivorsFinish) {
   setenv("DDPX_KILL_AT", at.kill_at, 1);
   setenv("DDPX_KILL_MARKERS", markers.c_str(), 1);
   ElasticJob job(std::string("kill_") + at.name, 4,
-                 {"--hidden=32", "--batch_size=16", "--train_limit=1600", "--epochs=1",
+                 {"--hidden=32", "--batch_size=16", "--train_limit=1600", "--epochs=" + epochs(at),
                   "--log_every=1000", "--timeout_s=5", "--heartbeat_s=0.5",
                   "--inject_fault=kill_points", "--bucket_cap_mb=0.03",
                   "--first_bucket_cap_mb=0.03",
                   "--max_restarts=" + std::to_string(at.replacements)});
   unsetenv("DDPX_KILL_AT");
   unsetenv("DDPX_KILL_MARKERS");
-  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
+  std::optional<launcher::ExitStatus> end = job.wait(seconds(300));
   const std::string out = job.output();
   ASSERT_TRUE(end.has_value()) << "the job hung (DDPX_KILL_AT=" << at.kill_at << "):\n" << out;
   EXPECT_EQ(end->exit_code, 0) << out;
