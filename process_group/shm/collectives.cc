@@ -173,14 +173,26 @@ absl::Status SmallAllreduce::finish_from_boxes(const Deadline& deadline) {
   const size_t nbytes = count_ * r_.element_bytes;
   RETURN_IF_ERROR(ch_.wait_boxes(slot_, copied_, nbytes, deadline));
   // In rank order, as from the slots: ((box 0 op box 1) op box 2) ...
+  // This rank's term is its input itself (what its box holds), read in
+  // place; each peer's is copied out of the box's lines into one run for
+  // the reduction. The last reduction writes the output: by then this
+  // rank's input has been read (or is that reduction's operand, which the
+  // reduction may overwrite). On 2 ranks that is one copy and one
+  // reduction.
   alignas(kCacheLine) uint8_t sum[kBoxBytes];
   alignas(kCacheLine) uint8_t next[kBoxBytes];
-  ch_.read_box(0, slot_, nbytes, sum);
-  for (int k = 1; k < ch_.size(); ++k) {
+  const int me = ch_.rank(), n = ch_.size();
+  auto term = [&](int k) -> const void* {
+    if (k == me) return data_;
     ch_.read_box(k, slot_, nbytes, next);
-    r_.fn(sum, sum, next, count_);
+    return next;
+  };
+  const void* acc = me == 0 ? data_ : (ch_.read_box(0, slot_, nbytes, sum), sum);
+  for (int k = 1; k < n; ++k) {
+    void* dst = k == n - 1 ? data_ : sum;
+    r_.fn(dst, acc, term(k), count_);
+    acc = dst;
   }
-  memcpy(data_, sum, nbytes);
   // A peer's next step follows its reads of this box (as of a slot below).
   ch_.release_box(slot_, copied_ + 1);
   done_ = true;

@@ -17,7 +17,7 @@ namespace ddpx {
 namespace shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x6464707873686d31ULL;  // "ddpxshm1"
-inline constexpr uint32_t kLayoutVersion = 4;  // 4: ChannelControl::boxes and ::cpu
+inline constexpr uint32_t kLayoutVersion = 5;  // 5: boxes of kBoxLines = 74
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPage = 4096;
 
@@ -74,8 +74,11 @@ struct alignas(kCacheLine) BoxLine {
 };
 static_assert(sizeof(BoxLine) == kCacheLine, "one line");
 
-inline constexpr int kBoxLines = 4;
-inline constexpr size_t kBoxBytes = kBoxLines * kBoxLinePayload;  // 224 B
+// Enough lines for 4 KiB: up to there the box's one transfer per line
+// (step and data together) beats a slot's, whose reader first takes the
+// step counter's line and only then asks for the data lines.
+inline constexpr int kBoxLines = 74;
+inline constexpr size_t kBoxBytes = kBoxLines * kBoxLinePayload;  // 4144 B
 struct InlineBox {
   BoxLine lines[kBoxLines];
 };
