@@ -1,18 +1,14 @@
 // Elastic training with real processes: examples/train --elastic with 4
 // ranks on one host (shared memory between them), the launcher serving the
-// store. A rank killed with kill -9 (rank 0 too), stopped with SIGSTOP, or
-// replaced: the job ends with the survivors, hangs nowhere, leaves no
-// shared-memory segment, and its ranks end with bit-identical parameters.
-#include <fcntl.h>
+// store. A rank killed with kill -9 (rank 0 too) or replaced: the job ends
+// with the survivors, hangs nowhere, leaves no shared-memory segment, and
+// its ranks end with bit-identical parameters. A stopped rank:
+// stopped_rank_abort_test.cc; kills at named points: kill_matrix_test.cc.
 #include <signal.h>
-#include <sys/file.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <map>
 #include <optional>
-#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -20,6 +16,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/elastic/elastic_job.h"
+#include "tests/elastic/job_checks.h"
 
 namespace ddpx::elastic_test {
 namespace {
@@ -33,47 +30,6 @@ std::vector<std::string> small_run(std::vector<std::string> extra = {}) {
                                    "--heartbeat_s=0.5"};
   args.insert(args.end(), extra.begin(), extra.end());
   return args;
-}
-
-// "member M rank R: parameters crc32c 0x..." of every rank that finished.
-std::map<std::string, std::string> parameter_checksums(const std::string& output) {
-  std::map<std::string, std::string> out;
-  std::regex line("member (\\d+) rank \\d+: parameters crc32c (0x[0-9a-f]+)");
-  for (auto it = std::sregex_iterator(output.begin(), output.end(), line);
-       it != std::sregex_iterator(); ++it) {
-    out[(*it)[1]] = (*it)[2];
-  }
-  return out;
-}
-
-// Whether a live process holds the segment's creator lock (segment.cc: its
-// creator holds flock(LOCK_SH) until the name is unlinked). Every process
-// of the job under test has exited by now, so a held lock means the segment
-// belongs to another test running beside this one.
-bool held_by_a_live_process(const std::string& name) {
-  const int fd = shm_open(("/" + name).c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW, 0);
-  if (fd < 0) return true;  // gone meanwhile: unlinked by its live owner
-  const bool held = flock(fd, LOCK_EX | LOCK_NB) != 0;
-  if (!held) flock(fd, LOCK_UN);
-  close(fd);
-  return held;
-}
-
-void expect_no_new_segments(const std::set<std::string>& before) {
-  // Segments are unlinked once a group has formed; a new name still there
-  // after the job, with no live creator, would be one it left behind.
-  for (const std::string& name : shm_segments()) {
-    if (before.count(name) || held_by_a_live_process(name)) continue;
-    ADD_FAILURE() << "/dev/shm/" << name << " was left behind";
-  }
-}
-
-void expect_all_equal(const std::map<std::string, std::string>& sums, size_t ranks,
-                      const std::string& output) {
-  ASSERT_EQ(sums.size(), ranks) << output;
-  for (const auto& [member, sum] : sums) {
-    EXPECT_EQ(sum, sums.begin()->second) << "member " << member << "\n" << output;
-  }
 }
 
 // The run every kill case shares: waits until rank 0 reported step
@@ -175,28 +131,6 @@ TEST(ElasticTrainTest, BelowMinNprocEndsCleanly) {
   EXPECT_NE(end->exit_code, 0) << out;
   EXPECT_NE(out.find("below the minimum of 2: ending the job"), std::string::npos) << out;
   expect_no_new_segments(before);
-}
-
-TEST(ElasticTrainTest, StoppedRankIsDroppedAndRefusedAfterContinue) {
-  ElasticJob job("sigstop", 4, small_run({"--train_limit=9600"}));
-  ASSERT_TRUE(job.wait_for_step(10, seconds(60))) << job.output();
-  const pid_t victim = job.rank_pid(3);
-  ASSERT_GT(victim, 0);
-  const auto stopped_at = std::chrono::steady_clock::now();
-  ASSERT_EQ(kill(victim, SIGSTOP), 0);
-  const bool dropped = job.wait_for_output("membership: generation 1, 3 ranks", seconds(30));
-  const double detect_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped_at).count();
-  kill(victim, SIGCONT);
-  ASSERT_TRUE(dropped) << job.output();
-  // The op timeout is 3 s and a silent heartbeat counts after 4 x 0.5 s.
-  EXPECT_LT(detect_s, 10.0);
-  std::optional<launcher::ExitStatus> end = job.wait(seconds(90));
-  const std::string out = job.output();
-  ASSERT_TRUE(end.has_value()) << out;
-  EXPECT_EQ(end->exit_code, 0) << out;
-  EXPECT_NE(out.find("it is refused rather than merged"), std::string::npos) << out;
-  expect_all_equal(parameter_checksums(out), 3, out);
 }
 
 TEST(ElasticTrainTest, ReplacementJoinsWithTheSameParameters) {

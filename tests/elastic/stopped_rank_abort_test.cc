@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/elastic/elastic_job.h"
+#include "tests/elastic/job_checks.h"
 
 namespace ddpx::elastic_test {
 namespace {
@@ -46,6 +47,7 @@ void stop_one_of_four(const std::string& name) {
   EXPECT_EQ(end->exit_code, 0) << out;
   // After SIGCONT the stopped rank finds itself left out and is refused.
   EXPECT_NE(out.find("it is refused rather than merged"), std::string::npos) << out;
+  expect_all_equal(parameter_checksums(out), 3, out);
 }
 
 TEST(StoppedRankAbortTest, SharedMemoryOpsAbortedByTheHeartbeat) {
