@@ -459,13 +459,12 @@ absl::Status Channel::wait_boxes(int box, uint32_t step, size_t nbytes, const De
     set_culprits(&s, {CulpritReason::kMismatch, {peer}});
     return fail(std::move(s), peer);
   }
-  // Every peer has written its box of this op, so it has read this rank's
-  // other box for the last time until this rank rewrites it in its next
-  // box op: take those lines for writing now, so that the next op's stores
-  // find them here instead of waiting for the peers to give them up.
+  return absl::OkStatus();
+}
+
+void Channel::prepare_next_box(int box, size_t nbytes) const {
   const InlineBox& next = controls_[rank_]->boxes[box ^ 1];
   for (size_t i = 0; i * kBoxLinePayload < nbytes; ++i) prefetch_for_write(&next.lines[i]);
-  return absl::OkStatus();
 }
 
 void Channel::read_box(int owner, int box, size_t nbytes, void* out) const {

@@ -184,6 +184,13 @@ class Channel {
   // Waits until every peer's `box` holds its data of `step` for this op (a
   // peer that runs another op fails it, as wait_for() does).
   absl::Status wait_boxes(int box, uint32_t step, size_t nbytes, const Deadline& deadline);
+  // Once every peer's `box` of this op was seen (wait_boxes), each peer has
+  // read this rank's other box for the last time until this rank rewrites
+  // it in its next box op: takes its first `nbytes` for writing
+  // (PREFETCHW), so that the next op's stores find them here instead of
+  // waiting for the peers to give them up. After the op's reads of the
+  // peers' boxes, whose line requests it would otherwise queue behind.
+  void prepare_next_box(int box, size_t nbytes) const;
   // Copies `owner`'s data from `box` (waited for) to `out`.
   void read_box(int owner, int box, size_t nbytes, void* out) const;
   // The box is free once every rank has posted `step`.

@@ -195,6 +195,7 @@ absl::Status SmallAllreduce::finish_from_boxes(const Deadline& deadline) {
   }
   // A peer's next step follows its reads of this box (as of a slot below).
   ch_.release_box(slot_, copied_ + 1);
+  ch_.prepare_next_box(slot_, nbytes);
   done_ = true;
   return absl::OkStatus();
 }
