@@ -1,6 +1,7 @@
 #include "process_group/gloo/worker_pool.h"
 
 #include <algorithm>
+#include <atomic>
 
 
 namespace ddpx {

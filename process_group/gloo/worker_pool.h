@@ -36,7 +36,6 @@
 #ifndef DDPX_PROCESS_GROUP_GLOO_WORKER_POOL_H_
 #define DDPX_PROCESS_GROUP_GLOO_WORKER_POOL_H_
 
-#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
