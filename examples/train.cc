@@ -100,18 +100,24 @@ int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags
       ddpx::trainer::train(flags.loop, world, **step);
   const int rank = (*group)->rank();
   const int64_t member = (*group)->member_id();
+  // Every rank's parameters, bit for bit: equal on all ranks after any
+  // membership change (tests/elastic compares them), and those of the last
+  // checkpoint of a job that fell below --min_nproc.
+  auto print_parameters = [&] {
+    std::ostringstream params;
+    if (absl::Status s = (*step)->state().save_model(params); s.ok()) {
+      printf("member %lld rank %d: parameters crc32c 0x%08x\n", (long long)member, rank,
+             ddpx::trainer::crc32c(params.str()));
+      fflush(stdout);
+    }
+  };
   if (!summary.ok()) {
+    if (world.ends_with_committed_state(summary.status())) print_parameters();
     fprintf(stderr, "train: member %lld: %s\n", (long long)member,
             std::string(summary.status().message()).c_str());
     return summary.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1;
   }
-  // Every rank's parameters, bit for bit: equal on all ranks after any
-  // membership change (tests/elastic compares them).
-  std::ostringstream params;
-  if (absl::Status s = (*step)->state().save_model(params); s.ok()) {
-    printf("member %lld rank %d: parameters crc32c 0x%08x\n", (long long)member, rank,
-           ddpx::trainer::crc32c(params.str()));
-  }
+  print_parameters();
   if (rank == 0) {
     printf("done: %lld steps, test accuracy %.2f%%, %.1f s, %d ranks at the end (generation "
            "%lld)\n",

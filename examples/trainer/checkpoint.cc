@@ -483,4 +483,95 @@ absl::StatusOr<std::optional<Progress>> resume_from_checkpoint(
       "to start afresh"));
 }
 
+absl::Status save_single_writer_checkpoint(const CheckpointOptions& o, int64_t step, int rank,
+                                           const std::string& name,
+                                           const std::string& contents) {
+  const std::string step_dir = join(o.dir, step_dir_name(step));
+  auto stop = [&](const std::string& point) { checkpoint_stop_point(step, rank, point); };
+  stop("begin");
+  if (absl::Status s = hold_checkpoint_lock(o.dir, o.job_id); !s.ok()) return s;
+  // Every writer of this job holds the same state at `step`: a complete
+  // checkpoint of it is already this one (rewriting it would leave it
+  // without a MANIFEST for a while).
+  const std::vector<int64_t> complete = complete_checkpoint_steps(o.dir);
+  if (std::find(complete.begin(), complete.end(), step) != complete.end()) {
+    return absl::OkStatus();
+  }
+  if (absl::Status s = prepare_step_dir(o.dir, step_dir); !s.ok()) {
+    return with_context("checkpoint of step " + std::to_string(step), s);
+  }
+  stop("dir_ready");
+  absl::StatusOr<ManifestEntry> file =
+      write_checkpoint_file(step_dir, name, contents, step, rank, "state");
+  if (!file.ok()) return with_context("checkpoint of step " + std::to_string(step), file.status());
+  stop("files_done");
+  auto observer = [&](const char* prefix) {
+    return [&, prefix](const char* point) { stop(absl::StrCat(prefix, "/", point)); };
+  };
+  absl::Status s = write_file_durably(join(step_dir, kManifestFile),
+                                      encode_manifest(Manifest{step, 1, {*file}}),
+                                      observer("manifest"));
+  if (s.ok()) {
+    s = write_file_durably(join(o.dir, kLatestFile), step_dir_name(step) + "\n",
+                           observer("latest"));
+  }
+  if (s.ok()) s = prune(o.dir, step, std::max(1, o.keep), step);
+  stop("done");
+  return with_context("checkpoint of step " + std::to_string(step), s);
+}
+
+absl::StatusOr<std::optional<int64_t>> resume_single_writer_checkpoint(
+    const CheckpointOptions& o, const std::string& name,
+    const std::function<absl::Status(const std::string& path, const std::string& contents)>&
+        load) {
+  if (absl::Status s = hold_checkpoint_lock(o.dir, o.job_id); !s.ok()) return s;
+  absl::StatusOr<std::vector<int64_t>> candidates = resume_candidates(o, /*warn=*/true);
+  if (!candidates.ok()) return candidates.status();
+  std::string refused;
+  for (int64_t step : *candidates) {
+    const std::string step_dir = join(o.dir, step_dir_name(step));
+    const std::string manifest_path = join(step_dir, kManifestFile);
+    const std::string path = join(step_dir, name);
+    absl::Status s = [&]() -> absl::Status {
+      absl::StatusOr<std::string> text = read_whole_file(manifest_path);
+      if (!text.ok()) return text.status();
+      absl::StatusOr<Manifest> m = parse_manifest(manifest_path, *text);
+      if (!m.ok()) return m.status();
+      if (m->step != step) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            manifest_path, ": field step = ", m->step, ", but it lies in the folder of step ", step));
+      }
+      if (m->files.size() != 1 || m->files[0].name != name) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            manifest_path, ": field file: expected ", name, " alone (a checkpoint one process "
+            "wrote), found ", m->files.size(), " entries", m->files.empty() ? "" : " from ",
+            m->files.empty() ? "" : m->files[0].name));
+      }
+      absl::StatusOr<std::string> contents = read_whole_file(path);
+      if (!contents.ok()) {
+        if (absl::IsNotFound(contents.status()))
+          return absl::NotFoundError(path + ": field file: missing (the manifest lists it)");
+        return contents.status();
+      }
+      if (absl::Status c = check_against_manifest(path, *contents, m->files[0]); !c.ok()) return c;
+      return load(path, *contents);
+    }();
+    if (s.ok()) {
+      if (absl::Status a = set_aside_newer(o.dir, step); !a.ok()) return a;
+      return std::optional<int64_t>(step);
+    }
+    if (o.resume == ResumeMode::kLatest || !proves_damage(s)) return s;
+    fprintf(stderr, "warning: resume: %s; falling back to the previous complete checkpoint\n",
+            std::string(s.message()).c_str());
+    absl::StrAppend(&refused, refused.empty() ? "" : ", ", step_dir_name(step));
+  }
+  if (!refused.empty()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "resume: no usable checkpoint in ", o.dir, " (refused: ", refused,
+        "; see the warnings above); remove the folder or choose another --checkpoint_dir "
+        "to start afresh"));
+  }
+  return std::optional<int64_t>();
+}
+
 }  // namespace ddpx::trainer

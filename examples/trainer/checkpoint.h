@@ -36,6 +36,7 @@
 #define DDPX_EXAMPLES_TRAINER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -105,6 +106,30 @@ absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& options,
                                               const std::string& step_dir, int rank,
                                               int world_size, nn::Mlp& model,
                                               nn::Sgd& optimizer, GradientSync& sync);
+
+// A checkpoint that one process writes alone, for a job whose ranks all
+// hold the same state (an elastic job: its generation's rank 0 writes; no
+// collective, so a rank that dies meanwhile cannot fail the save). Takes
+// the folder's LOCK (FailedPrecondition, naming the holder, while another
+// process holds it), then as save_checkpoint: the step's folder, the file
+// `name` (temporary name, fsync, rename), the MANIFEST (world_size 1, the
+// one file), `latest`, pruning. A complete checkpoint of `step` already on
+// disk is left as it is (every writer's state at `step` is the same).
+// Checkpoint fault points (checkpoint_fault.h) as save_checkpoint's, the
+// file's under "state/".
+absl::Status save_single_writer_checkpoint(const CheckpointOptions& options, int64_t step,
+                                           int rank, const std::string& name,
+                                           const std::string& contents);
+// Takes the LOCK and resumes as resume_from_checkpoint does (the candidate
+// `latest` names, then with kAuto the older complete ones when the newer
+// is proved damaged; newer complete ones set aside): each candidate's
+// MANIFEST must list `name` alone, whose size and CRC32C are checked
+// before `load` parses it (its error is the candidate's). The step loaded,
+// or nullopt when the folder holds no complete checkpoint.
+absl::StatusOr<std::optional<int64_t>> resume_single_writer_checkpoint(
+    const CheckpointOptions& options, const std::string& name,
+    const std::function<absl::Status(const std::string& path, const std::string& contents)>&
+        load);
 
 // The steps of the complete checkpoints (folders with a MANIFEST) in `dir`,
 // newest first.

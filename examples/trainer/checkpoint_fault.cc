@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "elastic/kill_point.h"
 
 namespace ddpx::trainer {
 namespace {
@@ -43,6 +44,7 @@ StopAt read_stop_at() {
 }  // namespace
 
 void checkpoint_stop_point(int64_t step, int rank, const std::string& point) {
+  elastic::kill_point(("checkpoint/" + point).c_str(), rank, step);
   static const StopAt* const stop = new StopAt(read_stop_at());
   if (!stop->set || stop->step != step || stop->rank != rank || stop->point != point) return;
   const int fd = open(stop->marker.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);

@@ -8,7 +8,10 @@
 // so the crash lands exactly there rather than wherever a timer fell. Points
 // are named by checkpoint.cc ("begin", "state/tmp_half", "files_done",
 // "manifest/renamed", "latest/renamed", ...). Without the variable this is a
-// no-op.
+// no-op. The same instants are kill points (elastic/kill_point.h) named
+// "checkpoint/<point>" with the step as `at`, for the elastic kill matrix
+// (tests/elastic/kill_matrix_test.cc): DDPX_KILL_AT=checkpoint/state/tmp_synced:0:10
+// kills rank 0 before it renames its file of step 10's checkpoint.
 //
 // With DDPX_CHECKPOINT_READ_EIO="<path suffix>" in its environment, every
 // read of a checkpoint file whose path ends with the suffix fails as a

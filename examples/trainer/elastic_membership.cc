@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <utility>
 
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "elastic/state_transfer.h"
 #include "examples/trainer/elastic_state.h"
@@ -25,6 +28,17 @@ bool store_gone(const absl::Status& s) {
   return absl::StrContains(s.message(), "the job's store failed");
 }
 
+// reform()'s end of the job (elastic_group.cc's END record).
+bool below_minimum(const absl::Status& s) {
+  return absl::IsFailedPrecondition(s) && absl::StrContains(s.message(), "below the minimum");
+}
+
+// What rank 0 sends when the first generation resumes: 'N' (no
+// checkpoint), 'S' and the state, or 'E', the error's code and message.
+constexpr char kNoCheckpoint = 'N';
+constexpr char kCheckpointState = 'S';
+constexpr char kCheckpointError = 'E';
+
 }  // namespace
 
 std::string ElasticMembership::describe() const {
@@ -34,11 +48,6 @@ std::string ElasticMembership::describe() const {
 
 absl::Status ElasticMembership::start(const TrainConfig& config, Progress& progress,
                                       TrainStep& step, ChangeListener on_change) {
-  if (!config.checkpoint_dir.empty()) {
-    return absl::InvalidArgumentError(
-        "--elastic does not take --checkpoint_dir: the state lives in the ranks' memory and "
-        "newcomers get it from a live rank (docs/elastic.md)");
-  }
   train_size_ = step.train_size();
   batch_size_ = config.batch_size;
   seed_ = config.seed;
@@ -125,6 +134,7 @@ absl::Status ElasticMembership::start_generation() {
   if (absl::Status s = load_elastic_state(blob, &position, step_->state()); !s.ok()) return s;
   *progress_ = position.progress;
   consumed_ = position.consumed;
+  received_state_ = true;
   return absl::OkStatus();
 }
 
@@ -133,7 +143,10 @@ absl::Status ElasticMembership::rebuild(absl::Status why, int64_t steps_lost) {
   std::string failed_starts;
   for (int attempt = 0;; ++attempt) {
     absl::StatusOr<elastic::MembershipChange> change = group_.reform(why);
-    if (!change.ok()) return change.status();
+    if (!change.ok()) {
+      below_minimum_ = below_minimum(change.status());
+      return change.status();
+    }
     if (absl::Status s = start_generation(); !s.ok()) {
       // A member died while the generation started: the next one forms
       // without it.
@@ -156,6 +169,91 @@ absl::Status ElasticMembership::rebuild(absl::Status why, int64_t steps_lost) {
     if (!why.ok()) report.cause = std::string(why.message());
     report.failed_starts = failed_starts;
     return on_change_(report);
+  }
+}
+
+bool ElasticMembership::ends_with_committed_state(const absl::Status& error) const {
+  return below_minimum_ && below_minimum(error);
+}
+
+absl::Status ElasticMembership::save_checkpoint(const CheckpointOptions& options,
+                                                const Progress& progress) {
+  if (group_.rank() != 0 && !below_minimum_) return absl::OkStatus();
+  absl::StatusOr<std::string> blob =
+      save_elastic_state(ElasticPosition{progress, consumed_}, step_->state());
+  if (!blob.ok()) return blob.status();
+  absl::Status s = save_single_writer_checkpoint(options, progress.global_step, group_.rank(),
+                                                 kElasticStateFile, *blob);
+  if (absl::IsFailedPrecondition(s)) {
+    // Another process of this job holds the folder (the one writing this
+    // same last checkpoint, or a former rank 0 left out while stopped).
+    fprintf(stderr, "warning: member %lld: checkpoint of step %lld not written here: %s\n",
+            (long long)group_.member_id(), (long long)progress.global_step,
+            std::string(s.message()).c_str());
+    return absl::OkStatus();
+  }
+  return s;
+}
+
+absl::StatusOr<std::optional<Progress>> ElasticMembership::resume(
+    const CheckpointOptions& options) {
+  if (received_state_) return std::optional<Progress>();
+  for (int attempt = 0;; ++attempt) {
+    std::string blob;
+    if (group_.rank() == 0) {
+      std::string loaded;
+      absl::StatusOr<std::optional<int64_t>> step = resume_single_writer_checkpoint(
+          options, kElasticStateFile,
+          [&](const std::string& path, const std::string& contents) -> absl::Status {
+            ElasticPosition position;
+            if (absl::Status s = load_elastic_state(contents, &position, step_->state());
+                !s.ok()) {
+              return absl::Status(s.code(), path + ": " + std::string(s.message()));
+            }
+            if (position.consumed < 0 || position.consumed > train_size_ ||
+                position.progress.epoch < 0 || position.progress.global_step < 0) {
+              return absl::InvalidArgumentError(absl::StrFormat(
+                  "%s: field position: epoch %lld, step %lld, %lld samples of the epoch "
+                  "consumed, out of range for a training set of %lld",
+                  path, (long long)position.progress.epoch,
+                  (long long)position.progress.global_step, (long long)position.consumed,
+                  (long long)train_size_));
+            }
+            loaded = contents;
+            return absl::OkStatus();
+          });
+      if (!step.ok()) {
+        blob = absl::StrCat(std::string(1, kCheckpointError),
+                            static_cast<int>(step.status().code()), "|",
+                            step.status().message());
+      } else if (!step->has_value()) {
+        blob = std::string(1, kNoCheckpoint);
+      } else {
+        blob = std::string(1, kCheckpointState) + loaded;
+      }
+    }
+    absl::Status sent = elastic::broadcast_state(*group_.pg(), 0, &blob);
+    if (sent.ok()) {
+      if (blob.empty() || blob[0] == kNoCheckpoint) return std::optional<Progress>();
+      if (blob[0] == kCheckpointError) {
+        const size_t bar = blob.find('|');
+        int code = static_cast<int>(absl::StatusCode::kUnknown);
+        absl::SimpleAtoi(blob.substr(1, bar - 1), &code);
+        return absl::Status(static_cast<absl::StatusCode>(code),
+                            absl::StrCat("resume (read by rank 0): ", blob.substr(bar + 1)));
+      }
+      ElasticPosition position;
+      if (absl::Status s = load_elastic_state(blob.substr(1), &position, step_->state());
+          !s.ok()) {
+        return s;
+      }
+      consumed_ = position.consumed;
+      return std::optional<Progress>(position.progress);
+    }
+    // A member was lost while rank 0 sent it: the next generation takes
+    // the checkpoint again (whoever is its rank 0).
+    if (store_gone(sent) || attempt >= 8) return sent;
+    if (absl::Status r = rebuild(sent, 0); !r.ok()) return r;
   }
 }
 

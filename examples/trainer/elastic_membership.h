@@ -33,9 +33,8 @@ class ElasticMembership : public Membership {
 
   ProcessGroup& pg() override { return *group_.pg(); }
   std::string describe() const override;
-  // Refuses --checkpoint_dir (the state lives in the ranks' memory). Builds
-  // the first generation's gradient synchronization; a newcomer receives
-  // the state here. Errors: the group fell below its minimum
+  // Builds the first generation's gradient synchronization; a newcomer
+  // receives the state here. Errors: the group fell below its minimum
   // (FailedPrecondition naming it), this process was refused, or the store
   // is gone.
   absl::Status start(const TrainConfig& config, Progress& progress, TrainStep& step,
@@ -52,6 +51,23 @@ class ElasticMembership : public Membership {
   // "generation", and "unix_ms" (rank 0 is not always the same process).
   void annotate(JsonLine& line) const override;
   absl::Status finish() override { return absl::OkStatus(); }
+  // Rank 0 of the generation writes the job's state (elastic_state.h: the
+  // position, model and optimizer) as a single-writer checkpoint
+  // (checkpoint.h); the other ranks write nothing. After the job fell
+  // below its minimum every survivor tries, and the folder's LOCK lets one
+  // write (rank 0 may be the rank that died). A LOCK held by another
+  // process (a former rank 0 that was stopped and left out) skips the
+  // checkpoint with a warning; the next one is tried again.
+  absl::Status save_checkpoint(const CheckpointOptions& options,
+                               const Progress& progress) override;
+  // Rank 0 of the first generation reads the checkpoint and sends it to
+  // every rank over the group (as to a newcomer); a member lost meanwhile
+  // makes the next generation take it again. Nothing for a process that
+  // received the running job's state when it was admitted.
+  absl::StatusOr<std::optional<Progress>> resume(const CheckpointOptions& options) override;
+  // The job fell below --min_nproc: the step that failed was discarded, so
+  // the state is the last committed step's.
+  bool ends_with_committed_state(const absl::Status& error) const override;
 
  private:
   // A generation's start: the gradient synchronization over its group,
@@ -81,6 +97,9 @@ class ElasticMembership : public Membership {
   bool voted_ = false;
   absl::Status vote_error_;  // the store is gone
   elastic::CommitDecision decision_;
+
+  bool received_state_ = false;  // admitted into a running job
+  bool below_minimum_ = false;   // reform() ended the job
 };
 
 }  // namespace ddpx::trainer

@@ -1,8 +1,8 @@
 // The training state rank 0 of an elastic generation sends to the
 // processes it admitted (elastic/state_transfer.h carries the bytes): the
 // run's progress, the epoch's data cursor (elastic/epoch_plan.h), the model
-// and the optimizer. Held in memory only; it never outlives the job
-// (checkpoints are checkpoint.h's).
+// and the optimizer. The same bytes are an elastic job's checkpoint
+// (kElasticStateFile), so a whole-job restart resumes from them.
 #ifndef DDPX_EXAMPLES_TRAINER_ELASTIC_STATE_H_
 #define DDPX_EXAMPLES_TRAINER_ELASTIC_STATE_H_
 
@@ -13,6 +13,10 @@
 #include "examples/trainer/checkpoint_format.h"
 
 namespace ddpx::trainer {
+
+// The file of an elastic job's checkpoint: what save_elastic_state
+// returns, written by one rank (checkpoint.h's single-writer checkpoint).
+inline constexpr char kElasticStateFile[] = "elastic_state.bin";
 
 // Where a run stands, the same on every member after every committed step.
 struct ElasticPosition {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "examples/trainer/checkpoint.h"
 #include "examples/trainer/trainer.h"
 
 namespace ddpx::trainer {
@@ -31,6 +32,15 @@ absl::StatusOr<std::optional<double>> FixedWorld::take_step(const Batch& batch, 
   absl::StatusOr<double> loss = step_->step(batch.samples, batch.size, lr);
   if (!loss.ok()) return loss.status();
   return std::optional<double>(*loss);
+}
+
+absl::Status FixedWorld::save_checkpoint(const CheckpointOptions& options,
+                                         const Progress& progress) {
+  return trainer::save_checkpoint(options, *pg_, progress, step_->state(), step_->sync());
+}
+
+absl::StatusOr<std::optional<Progress>> FixedWorld::resume(const CheckpointOptions& options) {
+  return resume_from_checkpoint(options, *pg_, step_->state(), step_->sync());
 }
 
 }  // namespace ddpx::trainer

@@ -27,6 +27,9 @@ class FixedWorld : public Membership {
   void begin_epoch(int64_t epoch) override { order_ = sampler_->indices(epoch); }
   Batch next_batch() override;
   absl::StatusOr<std::optional<double>> take_step(const Batch& batch, float lr) override;
+  absl::Status save_checkpoint(const CheckpointOptions& options,
+                               const Progress& progress) override;
+  absl::StatusOr<std::optional<Progress>> resume(const CheckpointOptions& options) override;
   // A barrier: a rank that exits while a peer still reads its last
   // collective can reset the connection under it.
   absl::Status finish() override { return pg_->barrier()->wait(); }

@@ -23,6 +23,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "examples/trainer/checkpoint.h"
 #include "examples/trainer/checkpoint_format.h"
 #include "examples/trainer/metrics.h"
 #include "examples/trainer/train_step.h"
@@ -80,6 +81,23 @@ class Membership {
   // when the world was rebuilt and the collective can be taken again, else
   // the error that ends the run.
   virtual absl::Status recover(const absl::Status& why) { return why; }
+
+  // Checkpoints (checkpoint.h), with the progress of the last committed
+  // step. A fixed world's are collective (rank 0 commits, every rank
+  // writes its hook state); an elastic run's rank 0 writes the job's state
+  // alone, which every rank holds the same. resume() is called once, after
+  // start(): the checkpoint's progress, or nullopt when there is none (or
+  // the process received the run's state from a live rank).
+  virtual absl::Status save_checkpoint(const CheckpointOptions& options,
+                                       const Progress& progress) = 0;
+  virtual absl::StatusOr<std::optional<Progress>> resume(const CheckpointOptions& options) = 0;
+  // Whether a run that ends with `error` still holds the state of its last
+  // committed step, the same on every rank (an elastic job that fell below
+  // its minimum): the loop then writes its last checkpoint before it ends.
+  virtual bool ends_with_committed_state(const absl::Status& error) const {
+    (void)error;
+    return false;
+  }
 
   // What the step and epoch JSON lines add about the world (an elastic
   // run's generation and wall clock).

@@ -102,8 +102,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, Membership& world, Trai
   ckpt.steps_per_epoch = steps_per_epoch;
   int64_t last_checkpoint_step = -1;
   if (!c.checkpoint_dir.empty()) {
-    absl::StatusOr<std::optional<Progress>> resumed =
-        resume_from_checkpoint(ckpt, world.pg(), step.state(), step.sync());
+    absl::StatusOr<std::optional<Progress>> resumed = world.resume(ckpt);
     if (!resumed.ok()) return resumed.status();
     if (resumed->has_value()) {
       progress = **resumed;
@@ -145,9 +144,19 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, Membership& world, Trai
       return absl::OkStatus();
     Progress p = progress;
     p.wall_seconds = wall();
-    absl::Status s = save_checkpoint(ckpt, world.pg(), p, step.state(), step.sync());
+    absl::Status s = world.save_checkpoint(ckpt, p);
     if (s.ok()) last_checkpoint_step = progress.global_step;
     return s;
+  };
+  // The run ends with `why`; an elastic job below its minimum writes its
+  // last checkpoint first (the state of the last committed step).
+  auto end_with = [&](const absl::Status& why) -> absl::Status {
+    if (!world.ends_with_committed_state(why)) return why;
+    if (absl::Status s = checkpoint(); !s.ok()) {
+      fprintf(stderr, "error: the last checkpoint was not written: %s\n",
+              std::string(s.message()).c_str());
+    }
+    return why;
   };
 
   StepLog step_log(metrics, live, c.log_every);
@@ -171,7 +180,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, Membership& world, Trai
       const Clock::time_point step_start = Clock::now();
       const float lr = learning_rate_at(c.lr_schedule, c.lr, progress.global_step, total_steps);
       absl::StatusOr<std::optional<double>> taken = world.take_step(batch, lr);
-      if (!taken.ok()) return taken.status();
+      if (!taken.ok()) return end_with(taken.status());
       if (!taken->has_value()) continue;  // discarded on every rank; the world was rebuilt
       const double loss = **taken;
       ++progress.global_step;
@@ -199,7 +208,7 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, Membership& world, Trai
       }
       if (c.eval_every > 0 && progress.global_step % c.eval_every == 0) {
         absl::StatusOr<Evaluation> e = evaluate(step, world);
-        if (!e.ok()) return e.status();
+        if (!e.ok()) return end_with(e.status());
         if (lead()) {
           live.finish();
           printf("step %lld: test loss %.4f | test accuracy %.2f%% | wall %.1f s\n",
@@ -219,10 +228,10 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, Membership& world, Trai
           progress.step_in_epoch < steps_per_epoch) {
         if (absl::Status s = checkpoint(); !s.ok()) return s;
       }
-      if (absl::Status s = world.after_step(); !s.ok()) return s;
+      if (absl::Status s = world.after_step(); !s.ok()) return end_with(s);
     }
     absl::StatusOr<Evaluation> e = evaluate(step, world);
-    if (!e.ok()) return e.status();
+    if (!e.ok()) return end_with(e.status());
     eval = *e;
     evaluated = true;
     if (lead()) {
