@@ -1,7 +1,7 @@
 """torch's own distributed test cases against the "ddpx" backend:
 torch.testing._internal.distributed.distributed_test.DistributedTest.
 _DistTestBase, the suite torch runs for Gloo (test/distributed/
-test_distributed_spawn.py), with BACKEND=ddpx, 2 ranks spawned per test
+test_distributed_spawn.py), with BACKEND=ddpx, 2 ranks forked per test
 case, a file:// rendezvous. Needs `pip install expecttest` (tools/setup).
 
 bazel test runs SELECTED: torch's checks of the CPU collectives,
@@ -15,12 +15,14 @@ each case that does not pass.
 import os
 import sys
 
+import torch.multiprocessing
+
 os.environ.setdefault("BACKEND", "ddpx")
 os.environ.setdefault("WORLD_SIZE", "2")
 os.environ.setdefault("TORCH_DISTRIBUTED_DEBUG", "OFF")
 
 import ddp_common  # noqa: E402,F401  (puts the built ddpx_torch on sys.path under Bazel)
-import ddpx_torch  # noqa: E402,F401  (registers "ddpx" in every spawned rank too)
+import ddpx_torch  # noqa: E402,F401  (registers "ddpx"; the forked ranks inherit it)
 from torch.testing._internal.common_distributed import DistTestCases  # noqa: E402
 from torch.testing._internal.common_utils import run_tests  # noqa: E402
 
@@ -35,16 +37,17 @@ from torch.testing._internal.distributed.distributed_test import (  # noqa: E402
     TestDistBackend,
 )
 
-# Run by bazel test (2 ranks, ~10 s per case here: the ranks import torch);
-# all pass (docs/python.md, "torch's own test cases").
+# Run by bazel test; all pass (docs/python.md, "torch's own test cases").
 SELECTED = [
     "test_get_rank", "test_get_backend", "test_get_rank_size_full_group",
     "test_destroy_full_group", "test_barrier", "test_barrier_full_group",
     "test_broadcast", "test_broadcast_full_group",
-    "test_reduce_sum", "test_reduce_max", "test_reduce_full_group_product",
+    "test_reduce_sum", "test_reduce_product", "test_reduce_min", "test_reduce_max",
+    "test_reduce_full_group_product", "test_reduce_sum_twice",
     "test_all_reduce_sum", "test_all_reduce_sum_async", "test_all_reduce_product",
-    "test_all_reduce_min", "test_all_reduce_full_group_max", "test_all_reduce_sum_complex",
-    "test_all_reduce_complex_unsupported_ops", "test_scatter", "test_scatter_checks",
+    "test_all_reduce_min", "test_all_reduce_max", "test_all_reduce_full_group_max",
+    "test_all_reduce_sum_complex", "test_all_reduce_complex_unsupported_ops",
+    "test_scatter", "test_scatter_checks", "test_scatter_complex",
     "test_gather", "test_gather_checks", "test_all_gather", "test_all_gather_complex",
     "test_all_gather_coalesced_simple", "test_all_gather_coalesced_with_empty",
     "test_send_recv", "test_send_recv_any_source", "test_send_recv_with_tag", "test_isend",
@@ -52,12 +55,11 @@ SELECTED = [
     "test_DistributedDataParallelCPU_grad_is_view", "test_static_graph_api_cpu",
 ]
 
-# With DDPX_TORCH_SUITE=all as well: more cases that pass, the one that
-# fails on ddpx, and cases torch skips for any backend but Gloo/MPI or
-# without GPUs (docs/python.md gives each one's result and reason).
+# With DDPX_TORCH_SUITE=all as well: the one case that fails on ddpx, and
+# cases torch skips for any backend but Gloo/MPI or without GPUs
+# (docs/python.md gives each one's result and reason).
 MORE = [
-    "test_reduce_product", "test_reduce_min", "test_reduce_sum_twice", "test_all_reduce_max",
-    "test_scatter_complex", "test_ddp_logging_data_cpu",
+    "test_ddp_logging_data_cpu",
     "test_all_reduce_coalesced_sum", "test_all_to_all_single_unequal_split", "test_all_to_all",
     "test_get_future", "test_scatter_object_list", "test_broadcast_object_list",
     "test_gather_object", "test_monitored_barrier_gloo", "test_barrier_timeout_global",
@@ -66,39 +68,22 @@ MORE = [
 ]
 
 
-# Under --config=asan (DDPX_SANITIZER=asan) every spawned rank loads torch
-# with ASan's runtime preloaded, ~3x slower: one case per kind of op keeps
-# the run within its timeout on two cores. ops_*_test, work_test and
-# errors_test cover every op and dtype of the extension under ASan too.
-ASAN_SUBSET = [
-    "test_barrier", "test_broadcast", "test_reduce_sum", "test_all_reduce_sum_async",
-    "test_scatter", "test_gather", "test_all_gather_coalesced_simple", "test_send_recv",
-    "test_irecv", "test_all_gather_object_default_pg", "test_DistributedDataParallelCPU",
-]
-
-
 class TestDdpxBackend(TestDistBackend, DistributedTest._DistTestBase):
     def setUp(self):
         super().setUp()
-        self._spawn_processes()
+        # Forked, not spawned (torch's own test_distributed_fork.py ran this
+        # suite so): each rank inherits the imported torch and ddpx_torch
+        # instead of importing them again (~5 s per rank on two cores), and
+        # the environment the suite sets per case (TEMP_DIR), which a
+        # forkserver started once would not see. Nothing in this process
+        # has made a process group or a ddpx thread before the fork.
+        self._start_processes(torch.multiprocessing.get_context("fork").Process)
 
 
 def load_tests(loader, standard_tests, pattern):
     del standard_tests, pattern
     import unittest
     names = SELECTED + (MORE if os.environ.get("DDPX_TORCH_SUITE") == "all" else [])
-    if os.environ.get("DDPX_SANITIZER") == "asan":
-        print("*** under ASan: %d of the %d selected cases (ASAN_SUBSET: one per kind of op; "
-              "the full selection runs in the plain build) ***" % (len(ASAN_SUBSET), len(names)),
-              file=sys.stderr)
-        names = ASAN_SUBSET
-    # Under `bazel test` with shard_count: this shard's share of the cases.
-    shards = int(os.environ.get("TEST_TOTAL_SHARDS", "1"))
-    if shards > 1:
-        names = names[int(os.environ["TEST_SHARD_INDEX"])::shards]
-        status_file = os.environ.get("TEST_SHARD_STATUS_FILE")
-        if status_file:
-            open(status_file, "w").close()  # tells Bazel this test shards
     suite = unittest.TestSuite()
     for name in names:
         suite.addTest(TestDdpxBackend(name))
