@@ -4,7 +4,7 @@
 
 load("@rules_cc//cc:defs.bzl", "cc_test")
 
-def elastic_job_test(name, shard_count):
+def elastic_job_test(name, shard_count, deps = []):
     cc_test(
         name = name,
         size = "large",
@@ -16,5 +16,5 @@ def elastic_job_test(name, shard_count):
             ":job_checks",
             "//tests:test_main",
             "@system//:gtest",
-        ],
+        ] + deps,
     )
