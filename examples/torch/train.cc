@@ -36,6 +36,7 @@
 #include "examples/data/fashion_mnist.h"
 #include "examples/torch/cnn.h"
 #include "examples/trainer/checkpoint.h"
+#include "examples/trainer/crc32c.h"
 #include "examples/trainer/elastic_join.h"
 #include "examples/trainer/elastic_membership.h"
 #include "examples/trainer/flags.h"
@@ -96,6 +97,17 @@ class TorchTrainState : public ddpx::trainer::TrainState {
       copy(model_->parameters(), loaded->parameters());
       copy(model_->buffers(), loaded->buffers());
     });
+  }
+  // CRC32C of the parameters' bytes, to compare ranks bit for bit after a
+  // membership change (tests/elastic). Not the buffers: BatchNorm's running
+  // statistics follow each rank's own batches.
+  uint32_t parameters_crc32c() const {
+    std::string bytes;
+    for (const at::Tensor& p : model_->parameters()) {
+      const at::Tensor c = p.detach().contiguous();
+      bytes.append(static_cast<const char*>(c.data_ptr()), c.nbytes());
+    }
+    return ddpx::trainer::crc32c(bytes);
   }
   absl::Status load_optimizer(std::istream& in) override {
     return load(in, "optimizer",
@@ -348,12 +360,16 @@ int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags
     return fail(absl::StrCat("member ", (*group)->member_id(), ": ", summary.status().message()),
                 summary.status().code() == absl::StatusCode::kFailedPrecondition ? 3 : 1);
   }
+  printf("member %lld rank %d: parameters crc32c 0x%08x\n", (long long)(*group)->member_id(),
+         (*group)->rank(),
+         static_cast<TorchTrainState&>((*step)->state()).parameters_crc32c());
   if ((*group)->rank() == 0) {
     printf("done: %lld steps, test accuracy %.2f%%, %.1f s, %d ranks at the end (generation "
            "%lld)\n",
            (long long)summary->steps, 100 * summary->final_test_accuracy, summary->wall_seconds,
            (*group)->size(), (long long)(*group)->generation());
   }
+  fflush(stdout);
   (*group)->finish();
   step->reset();  // DDP before its process group
   group->reset();

@@ -49,7 +49,8 @@ std::string json_field(const std::string& line, const std::string& key) {
   return line.substr(at, end - at);
 }
 
-ElasticJob::ElasticJob(const std::string& name, int nproc, const std::vector<std::string>& args) {
+ElasticJob::ElasticJob(const std::string& name, int nproc, const std::vector<std::string>& args,
+                       const std::string& program) {
   const char* tmp = getenv("TEST_TMPDIR");
   dir_ = std::string(tmp != nullptr ? tmp : "/tmp") + "/" + name;
   mkdir(dir_.c_str(), 0755);
@@ -57,7 +58,7 @@ ElasticJob::ElasticJob(const std::string& name, int nproc, const std::vector<std
   metrics_ = dir_ + "/metrics.jsonl";
   unlink(metrics_.c_str());
   launcher::SpawnOptions o;
-  o.argv = {"examples/train", "--elastic", "--nproc=" + std::to_string(nproc),
+  o.argv = {program, "--elastic", "--nproc=" + std::to_string(nproc),
             "--metrics_out=" + metrics_};
   o.argv.insert(o.argv.end(), args.begin(), args.end());
   o.output = launcher::SpawnOptions::Output::kFile;

@@ -21,9 +21,11 @@ std::set<std::string> shm_segments();
 
 class ElasticJob {
  public:
-  // Starts `train --elastic --nproc=<nproc> <args>` with its output in a
-  // fresh folder under TEST_TMPDIR named `name`.
-  ElasticJob(const std::string& name, int nproc, const std::vector<std::string>& args);
+  // Starts `<program> --elastic --nproc=<nproc> <args>` with its output in
+  // a fresh folder under TEST_TMPDIR named `name`; `program` is a trainer's
+  // runfiles path (examples/train or examples/torch/train).
+  ElasticJob(const std::string& name, int nproc, const std::vector<std::string>& args,
+             const std::string& program = "examples/train");
   ~ElasticJob();
 
   const std::string& dir() const { return dir_; }
