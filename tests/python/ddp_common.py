@@ -1,5 +1,5 @@
 """What the torch DDP tests on the ddpx backend share: ranks as real
-processes (harness.run_ranks: spawned, a FileStore each run), the MLP and
+processes (harness.run_ranks: from a forkserver, a FileStore each run), the MLP and
 data of examples/reference/train_torch.py (Fashion-MNIST from Debian's
 dataset-fashion-mnist), and one training run that returns the final
 parameters.
