@@ -20,6 +20,14 @@
 // 12th pass: the first rank 3 is rank 2 after the first kill).
 // A "rebuild" case kills a second rank in the generation formed after the
 // first kill (its form/* point at generation 1).
+// The checkpoint cases (--checkpoint_dir, every 5 steps) kill rank 0, the
+// writer, inside its write of step 10's or 15's checkpoint (checkpoint/*,
+// examples/trainer/checkpoint_fault.h): on entering it, with its file half
+// written, written and synced but not renamed, before the MANIFEST's
+// rename, before `latest`'s. The next rank 0 goes on checkpointing into the
+// folder; at the end every step folder is a complete checkpoint that loads
+// (the dead writer's partial one was never used, and was removed), and
+// `latest` holds the survivors' parameters.
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -28,6 +36,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/elastic/elastic_checkpoint_checks.h"
 #include "tests/elastic/elastic_job.h"
 #include "tests/elastic/job_checks.h"
 
@@ -41,6 +50,7 @@ struct Instant {
   const char* kill_at;  // DDPX_KILL_AT
   int victims;          // ranks it kills
   int replacements;     // --max_restarts
+  bool checkpoints = false;  // --checkpoint_dir, checked at the end
 };
 
 // A replacement starts in a second or two (more under a sanitizer): runs
@@ -69,6 +79,11 @@ const Instant kInstants[] = {
     {"RebuildConnectedRank0", "hook/done:2:9,form/connected:0:1", 2, 0},
     {"ReplacementKilledInFlight", "hook/issued:1:9,hook/issued:3:12", 2, 1},
     {"StateTransferRank0", "hook/issued:2:9,state/sized:0:1", 2, 1},
+    {"CheckpointWriteBeginRank0", "checkpoint/begin:0:10", 1, 0, true},
+    {"CheckpointHalfWrittenRank0", "checkpoint/state/tmp_half:0:10", 1, 0, true},
+    {"CheckpointBeforeRenameRank0", "checkpoint/state/tmp_synced:0:15", 1, 0, true},
+    {"CheckpointBeforeManifestRank0", "checkpoint/manifest/tmp_synced:0:10", 1, 0, true},
+    {"CheckpointBeforeLatestRank0", "checkpoint/latest/tmp_synced:0:10", 1, 0, true},
 };
 
 class KillMatrixTest : public ::testing::TestWithParam<Instant> {};
@@ -82,12 +97,21 @@ TEST_P(KillMatrixTest, TheSurvivorsFinish) {
   ASSERT_EQ(mkdir(markers.c_str(), 0755), 0) << markers;
   setenv("DDPX_KILL_AT", at.kill_at, 1);
   setenv("DDPX_KILL_MARKERS", markers.c_str(), 1);
-  ElasticJob job(std::string("kill_") + at.name, 4,
-                 {"--hidden=32", "--batch_size=16", "--train_limit=1600", "--epochs=" + epochs(at),
-                  "--log_every=1000", "--timeout_s=5", "--heartbeat_s=0.5",
-                  "--inject_fault=kill_points", "--bucket_cap_mb=0.03",
-                  "--first_bucket_cap_mb=0.03",
-                  "--max_restarts=" + std::to_string(at.replacements)});
+  std::vector<std::string> args = {
+      "--hidden=32", "--batch_size=16", "--train_limit=1600", "--epochs=" + epochs(at),
+      "--log_every=1000", "--timeout_s=5", "--heartbeat_s=0.5",
+      "--inject_fault=kill_points", "--bucket_cap_mb=0.03", "--first_bucket_cap_mb=0.03",
+      "--max_restarts=" + std::to_string(at.replacements)};
+  const std::string checkpoint_dir =
+      std::string(getenv("TEST_TMPDIR")) + "/checkpoints_" + at.name;
+  if (at.checkpoints) {
+    // Every complete checkpoint stays, to be checked.
+    for (const std::string& a : {"--checkpoint_dir=" + checkpoint_dir,
+                                 std::string("--checkpoint_every=5"),
+                                 std::string("--keep_checkpoints=1000")})
+      args.push_back(a);
+  }
+  ElasticJob job(std::string("kill_") + at.name, 4, args);
   unsetenv("DDPX_KILL_AT");
   unsetenv("DDPX_KILL_MARKERS");
   std::optional<launcher::ExitStatus> end = job.wait(seconds(300));
@@ -109,7 +133,14 @@ TEST_P(KillMatrixTest, TheSurvivorsFinish) {
   ASSERT_GE(changes.size(), 1u) << out;
   const size_t live = 4 - at.victims + at.replacements;
   EXPECT_EQ(json_field(changes.back(), "world_size"), std::to_string(live)) << changes.back();
-  expect_all_equal(parameter_checksums(out), live, out);
+  const std::map<std::string, std::string> sums = parameter_checksums(out);
+  expect_all_equal(sums, live, out);
+  if (at.checkpoints) {
+    std::optional<LoadedCheckpoint> latest = check_elastic_checkpoints(checkpoint_dir, {32});
+    ASSERT_TRUE(latest.has_value()) << out;
+    ASSERT_FALSE(sums.empty());
+    EXPECT_EQ(latest->parameters_crc32c, sums.begin()->second) << out;
+  }
   expect_no_new_segments(before);
 }
 
