@@ -70,56 +70,125 @@ constexpr size_t kPrefetchMaxBytes = 8 << 10;
 // L1).
 constexpr size_t kReduceBlockBytes = 8 << 10;
 
-// One chunk of the split reduction; this rank copies the result out when
-// `copy_out`, with streaming stores when `stream`.
-absl::Status reduce_chunk(Channel& ch, uint8_t* data, size_t count, Reduction r, bool copy_out,
-                          bool stream, const Deadline& deadline) {
+// One chunk of the split reduction: `count` elements at `data`, staged in
+// `slot`, part j reduced by rank j (Parts).
+struct Chunk {
+  uint8_t* data;
+  size_t count;
+  int slot;
+};
+
+// Copies this rank's input of the peers' parts into its slot (it reduces its
+// own part straight from `data`).
+void copy_in(Channel& ch, const Chunk& c, size_t e) {
+  const Parts parts(c.count, ch.size(), e);
+  const size_t lo = parts.begin(ch.rank()), hi = parts.end(ch.rank());
+  uint8_t* mine = ch.slot(ch.rank(), c.slot);
+  memcpy(mine, c.data, lo * e);
+  memcpy(mine + hi * e, c.data + hi * e, (c.count - hi) * e);
+}
+
+void copy(uint8_t* dst, const uint8_t* src, size_t n, bool stream) {
+  if (stream) {
+    copy_streaming(dst, src, n);
+  } else {
+    memcpy(dst, src, n);
+  }
+}
+
+// Reduces this rank's part into its slot, once every peer copied the chunk
+// in; with `copy_out`, the result goes to `data` too.
+void reduce_own_part(Channel& ch, const Chunk& c, Reduction r, bool copy_out, bool stream) {
   const int me = ch.rank(), n = ch.size();
   const size_t e = r.element_bytes;
-  const Parts parts(count, n, e);
-  const size_t lo = parts.begin(me), hi = parts.end(me);
-  int s;
-  RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &s));
-  uint8_t* mine = ch.slot(me, s);
-  // The peers' parts only: this rank reduces its own part from `data`.
-  memcpy(mine, data, lo * e);
-  memcpy(mine + hi * e, data + hi * e, (count - hi) * e);
-  const uint32_t copied = ch.post();
-  if (hi > lo) {
-    RETURN_IF_ERROR(ch.wait_all(copied, deadline));
-    // Block by block, so that this rank's own result is copied out while
-    // the block is still in L1 (one pass over the part instead of two).
-    const size_t per_block = std::max<size_t>(1, kReduceBlockBytes / e);
-    for (size_t b = lo; b < hi; b += per_block) {
-      const size_t len = std::min(per_block, hi - b);
-      for (int k = 1; k < n; ++k) {
-        const int peer = (me + k) % n;
-        r.fn(mine + b * e, k == 1 ? data + b * e : mine + b * e, ch.slot(peer, s) + b * e, len);
-      }
-      if (copy_out) {
-        if (stream) {
-          copy_streaming(data + b * e, mine + b * e, len * e);
-        } else {
-          memcpy(data + b * e, mine + b * e, len * e);
-        }
-      }
-    }
-  }
-  const uint32_t reduced = ch.post();
-  if (copy_out) {
+  const Parts parts(c.count, n, e);
+  uint8_t* mine = ch.slot(me, c.slot);
+  // Block by block, so that this rank's own result is copied out while
+  // the block is still in L1 (one pass over the part instead of two).
+  const size_t per_block = std::max<size_t>(1, kReduceBlockBytes / e);
+  for (size_t b = parts.begin(me); b < parts.end(me); b += per_block) {
+    const size_t len = std::min(per_block, parts.end(me) - b);
     for (int k = 1; k < n; ++k) {
-      const int owner = (me + k) % n;
-      const size_t b = parts.begin(owner), len = parts.end(owner) - b;
-      if (len == 0) continue;
-      RETURN_IF_ERROR(ch.wait_for(owner, reduced, deadline));
-      if (stream) {
-        copy_streaming(data + b * e, ch.slot(owner, s) + b * e, len * e);
-      } else {
-        memcpy(data + b * e, ch.slot(owner, s) + b * e, len * e);
-      }
+      const int peer = (me + k) % n;
+      r.fn(mine + b * e, k == 1 ? c.data + b * e : mine + b * e, ch.slot(peer, c.slot) + b * e, len);
     }
+    if (copy_out) copy(c.data + b * e, mine + b * e, len * e, stream);
   }
-  ch.release_slot(s, ch.post());
+}
+
+// Copies every peer's reduced part out of its slot, once each posted it.
+void copy_out_peers(Channel& ch, const Chunk& c, size_t e, bool stream) {
+  const int me = ch.rank(), n = ch.size();
+  const Parts parts(c.count, n, e);
+  for (int k = 1; k < n; ++k) {
+    const int owner = (me + k) % n;
+    const size_t b = parts.begin(owner), len = parts.end(owner) - b;
+    if (len > 0) copy(c.data + b * e, ch.slot(owner, c.slot) + b * e, len * e, stream);
+  }
+}
+
+// One chunk at a time, three steps each (copied in, reduced, copied out):
+// for channels of fewer than three slots, where the pipeline below would
+// wait for a slot that its peers free only after this rank's next step.
+absl::Status reduce_chunk_by_chunk(Channel& ch, uint8_t* data, size_t count, size_t per_chunk,
+                                   Reduction r, bool copy_out, bool stream,
+                                   const Deadline& deadline) {
+  const size_t e = r.element_bytes;
+  for (size_t offset = 0; offset < count; offset += per_chunk) {
+    Chunk c{data + offset * e, std::min(per_chunk, count - offset), 0};
+    RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &c.slot));
+    copy_in(ch, c, e);
+    RETURN_IF_ERROR(ch.wait_all(ch.post(), deadline));
+    reduce_own_part(ch, c, r, copy_out, stream);
+    const uint32_t reduced = ch.post();
+    if (copy_out) {
+      RETURN_IF_ERROR(ch.wait_all(reduced, deadline));
+      copy_out_peers(ch, c, e, stream);
+    }
+    ch.release_slot(c.slot, ch.post());
+  }
+  return absl::OkStatus();
+}
+
+// The chunks in a pipeline of one step per chunk: step k+1 (k = 0..C-1)
+// says "reduced my part of chunk k-1 and copied chunk k+1 in", so one wait
+// for the peers' step k+1 lets this rank copy out chunk k-1 and reduce
+// chunk k. C+1 steps for C chunks instead of 3C: each step is a hand-off
+// between ranks, and on a loaded host each hand-off may wait for a peer to
+// get a CPU back. Three chunks are in flight (copy-out, reduction, copy-in),
+// so the channel needs three slots; a peer reads this rank's slot of chunk
+// k for the last time before it posts step k+2.
+absl::Status reduce_pipelined(Channel& ch, uint8_t* data, size_t count, size_t per_chunk,
+                              Reduction r, bool copy_out, bool stream, const Deadline& deadline) {
+  const size_t e = r.element_bytes;
+  auto chunk_at = [&](size_t offset) {
+    return Chunk{data + offset * e, std::min(per_chunk, count - offset), 0};
+  };
+  Chunk current = chunk_at(0), previous{};
+  RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &current.slot));
+  copy_in(ch, current, e);
+  uint32_t step = ch.post();
+  bool has_previous = false;
+  for (size_t offset = 0; offset < count; offset += per_chunk) {
+    RETURN_IF_ERROR(ch.wait_all(step, deadline));
+    if (has_previous) {
+      if (copy_out) copy_out_peers(ch, previous, e, stream);
+      ch.release_slot(previous.slot, step + 1);
+    }
+    reduce_own_part(ch, current, r, copy_out, stream);
+    previous = current;
+    has_previous = true;
+    if (offset + per_chunk < count) {
+      current = chunk_at(offset + per_chunk);
+      RETURN_IF_ERROR(ch.acquire_slot(/*will_write=*/true, deadline, &current.slot));
+      copy_in(ch, current, e);
+    }
+    step = ch.post();
+  }
+  RETURN_IF_ERROR(ch.wait_all(step, deadline));
+  if (copy_out) copy_out_peers(ch, previous, e, stream);
+  // The peers' next step, in whatever op comes next, follows their reads.
+  ch.release_slot(previous.slot, step + 1);
   return absl::OkStatus();
 }
 
@@ -127,12 +196,12 @@ absl::Status reduce_in_chunks(Channel& ch, void* data, size_t count, Reduction r
                               const Deadline& deadline) {
   const size_t per_chunk = std::max<size_t>(1, ch.slot_bytes() / r.element_bytes);
   const bool stream = count * r.element_bytes >= kStreamingCopyFromBytes;
-  for (size_t offset = 0; offset < count; offset += per_chunk) {
-    RETURN_IF_ERROR(reduce_chunk(ch, at(data, offset * r.element_bytes),
-                                 std::min(per_chunk, count - offset), r,
-                                 root < 0 || root == ch.rank(), stream, deadline));
+  const bool copy_out = root < 0 || root == ch.rank();
+  uint8_t* bytes = static_cast<uint8_t*>(data);
+  if (ch.num_slots() >= 3) {
+    return reduce_pipelined(ch, bytes, count, per_chunk, r, copy_out, stream, deadline);
   }
-  return absl::OkStatus();
+  return reduce_chunk_by_chunk(ch, bytes, count, per_chunk, r, copy_out, stream, deadline);
 }
 
 }  // namespace

@@ -10,7 +10,12 @@
 //    ranks' copies in rank order 0, 1, ..., n-1.
 //  - larger allreduce and reduce: the chunk is split in n parts; rank j
 //    reduces part j starting from its own data, then ranks j+1, ..., j-1
-//    (mod n), into its slot, and every rank copies every part out.
+//    (mod n), into its slot, and every rank copies every part out. With
+//    three slots or more the chunks go through a pipeline of one step
+//    each (a rank's step k+1 says it reduced its part of chunk k-1 and
+//    copied chunk k+1 in): C+1 hand-offs between ranks for C chunks
+//    instead of 3C, and a hand-off is where a rank on a loaded host waits
+//    for its peer to get a CPU back.
 //  - reduce_scatter: rank j reduces its part in rank order 0..n-1.
 // Every op posts the same number of steps on every rank (channel.h).
 #ifndef DDPX_PROCESS_GROUP_SHM_COLLECTIVES_H_

@@ -193,8 +193,11 @@ TEST(ShmCollectives, BroadcastFromEveryRoot) {
 // step of its own instead) and on two. Freed too early, a fast rank would
 // overwrite a slot a peer still reads and the sums would be wrong; never
 // freed, or waiting for a step that comes later, the ops would time out.
-TEST(ShmCollectives, SmallAllreducesMixedWithOtherOpsOnOneAndTwoSlots) {
-  for (int slots : {1, 2}) {
+// One and two slots take the split reduction chunk by chunk, three and more
+// its pipeline (collectives.h); either way small and multi-chunk ops, of
+// several kinds, reuse one another's slots.
+TEST(ShmCollectives, SmallAllreducesMixedWithOtherOpsOnOneToFourSlots) {
+  for (int slots : {1, 2, 3, 4}) {
     run_gloo_backends(3, [&](GlooBackend& b) {
       AllreduceOptions ao;
       ao.timeout = std::chrono::seconds(20);
@@ -216,6 +219,27 @@ TEST(ShmCollectives, SmallAllreducesMixedWithOtherOpsOnOneAndTwoSlots) {
         }
         if (iter % 5 == 4) {
           ASSERT_TRUE(b.barrier({})->wait().ok());
+        }
+        if (iter % 7 == 3) {
+          // 1 to 9 chunks of 4 KiB, the last one short; every other time a
+          // reduce, whose non-roots keep their input.
+          const int64_t count = 1100 + iter * 31;
+          Tensor big = Tensor::zeros({count}, DType::kInt32);
+          for (int64_t i = 0; i < count; ++i) big.data_as<int32_t>()[i] = iter + b.rank() + static_cast<int32_t>(i);
+          const int root = iter % 3;
+          if (iter % 2 == 0) {
+            ASSERT_TRUE(b.allreduce({big}, ao)->wait().ok());
+          } else {
+            ReduceOptions ro;
+            ro.root_rank = root;
+            ASSERT_TRUE(b.reduce({big}, ro)->wait().ok());
+          }
+          const bool reduced = iter % 2 == 0 || b.rank() == root;
+          for (int64_t i = 0; i < count; ++i) {
+            const int32_t v = iter + static_cast<int32_t>(i);
+            ASSERT_EQ(big.data_as<int32_t>()[i], reduced ? 3 * v + 3 : v + b.rank())
+                << "slots " << slots << " iteration " << iter << " element " << i;
+          }
         }
       }
     }, shm_options(4096, slots));

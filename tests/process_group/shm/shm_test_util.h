@@ -10,8 +10,9 @@ namespace ddpx {
 namespace gloo_test {
 
 // Small slots, so that a message of a few KiB already streams through
-// several chunks and wraps around the slots.
-inline GlooOptions shm_options(size_t slot_bytes = 4096, int slots = 2) {
+// several chunks and wraps around the slots; three, the fewest that the
+// split reduction's pipeline takes (collectives.h).
+inline GlooOptions shm_options(size_t slot_bytes = 4096, int slots = 3) {
   GlooOptions o = rank_threads::local_gloo_options();
   o.shared_memory = true;
   o.shm_slot_bytes = slot_bytes;
