@@ -1,6 +1,7 @@
 // collective_bench's shared-memory sweep: float32 sum allreduce on our
 // shared-memory path, our TCP path and Open MPI (mpirun of
-// mpi_allreduce_anchor), plus a 64 MiB memcpy, in alternating rounds.
+// mpi_allreduce_anchor), with floors measured in the same rounds, in
+// alternating rounds.
 #ifndef DDPX_EXAMPLES_BENCHMARKS_COLLECTIVE_BENCH_SHM_H_
 #define DDPX_EXAMPLES_BENCHMARKS_COLLECTIVE_BENCH_SHM_H_
 
@@ -23,9 +24,14 @@ struct ShmSweepOptions {
 
 // `sync` gives the barriers and max over ranks; `core` is a shared-memory
 // group of its own whose collectives are timed called directly (the floor of
-// `shm`'s per-op cost). Runs on every rank (collectively); prints the table on rank 0 and returns
-// there the RESULT keys shm_vs_mpi_min, shm_vs_mpi_geomean, shm_1MiB_vs_tcp,
-// shm_64MiB_vs_memcpy and shm<n>_vs_tcp<n>_min (those it could measure).
+// `shm`'s per-op cost), and whose barrier is the hand-off floor. Open MPI
+// runs as a server (mpi_allreduce_anchor --serve) that times each size right
+// before or after ours. Runs on every rank (collectively); prints the table
+// on rank 0 and returns there the RESULT keys shm_vs_mpi_min,
+// shm_vs_mpi_geomean, shm_1MiB_vs_tcp, shm_64MiB_vs_memcpy,
+// shm<n>_vs_tcp<n>_min, cma_1MiB_vs_memcpy, and where shm_vs_mpi_min is
+// taken at_min_bytes, at_min_barrier_vs_shm and at_min_memcpy_vs_shm (the
+// floors there; those it could measure).
 std::map<std::string, double> bench_shm_vs_mpi(int rank, int nproc, GlooBackend& shm,
                                                GlooBackend& tcp, RawGloo& sync,
                                                shm::ShmGroup& core,
