@@ -108,8 +108,21 @@ int run_elastic(const ddpx::InitOptions& init, const ddpx::trainer::TrainerFlags
     if (absl::Status s = (*step)->state().save_model(params); s.ok()) {
       printf("member %lld rank %d: parameters crc32c 0x%08x\n", (long long)member, rank,
              ddpx::trainer::crc32c(params.str()));
-      fflush(stdout);
     }
+    // And the hook state every rank holds alike (PowerSGD's iteration,
+    // warm-start P/Q, generator), without the rank's own residual (its
+    // error feedback, which differs by rank). Printed last: it drops it.
+    ddpx::trainer::GradientSync& sync = (*step)->sync();
+    if (sync.hook_iteration() >= 0) {
+      std::ostringstream hook;
+      sync.drop_local_hook_state();
+      if (sync.save_state(hook).ok()) {
+        printf("member %lld rank %d: hook iteration %lld, shared state crc32c 0x%08x\n",
+               (long long)member, rank, (long long)sync.hook_iteration(),
+               ddpx::trainer::crc32c(hook.str()));
+      }
+    }
+    fflush(stdout);
   };
   if (!summary.ok()) {
     if (world.ends_with_committed_state(summary.status())) print_parameters();

@@ -47,6 +47,12 @@ class CommHook {
   // seen), so a checkpoint can check it against the training step; -1 for a
   // hook that keeps none.
   virtual int64_t state_iteration() const { return -1; }
+  // Forgets the part of the state that stems from this rank's own
+  // gradients (PowerSGD's error feedback), keeping what every rank holds
+  // alike (PowerSGD's iteration, warm-start P/Q, generator): for a process
+  // that loaded another rank's state to take a place of its own (an
+  // elastic job's newcomer, docs/elastic.md).
+  virtual void drop_local_state() {}
 };
 
 using CommHookFn = std::function<std::shared_ptr<Future<Tensor>>(GradBucket&)>;

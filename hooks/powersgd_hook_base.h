@@ -31,6 +31,7 @@ class PowerSGDHookBase : public CountingHook {
   absl::Status save_state(std::ostream& out) const override;
   absl::Status load_state(std::istream& in) override;
   int64_t state_iteration() const override { return state_->iter(); }
+  void drop_local_state() override { state_->drop_error_feedback(); }
   HookStats stats() const override { return counter_->snapshot(); }
 
   PowerSGDState& state() { return *state_; }

@@ -142,6 +142,14 @@ PowerSGDBucketMemory& PowerSGDState::bucket_memory(size_t index) {
   return *slot;
 }
 
+void PowerSGDState::drop_error_feedback() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [index, memory] : buckets_) {
+    memory->error.clear();
+    memory->device_error = Tensor();
+  }
+}
+
 std::vector<size_t> PowerSGDState::bucket_indices() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<size_t> out;

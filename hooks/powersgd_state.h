@@ -124,6 +124,9 @@ class PowerSGDState {
   // naming the problem on a bad magic, unknown version or truncated stream.
   absl::Status save(std::ostream& out) const;
   absl::Status load(std::istream& in);
+  // Empties every bucket's error (this rank's residual; the next
+  // compressed step starts it at zero), keeping the rest.
+  void drop_error_feedback();
 
   void log(const std::string& line) const;
 

@@ -53,6 +53,9 @@ class DdpSync : public GradientSync {
     return ddp_->save_hook_state(out);
   }
   absl::Status load_state(std::istream& in) override { return ddp_->load_hook_state(in); }
+  void drop_local_hook_state() override {
+    if (timed_hook_ != nullptr) timed_hook_->drop_local_state();
+  }
   int64_t hook_iteration() const override {
     return timed_hook_ != nullptr ? timed_hook_->state_iteration() : -1;
   }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <sstream>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -54,6 +55,9 @@ absl::Status ElasticMembership::start(const TrainConfig& config, Progress& progr
   progress_ = &progress;
   step_ = &step;
   on_change_ = std::move(on_change);
+  // A member of the first generation starts its hook afresh; a process
+  // admitted into a running job takes rank 0's.
+  own_hook_state_ = group_.generation() == 0;
   if (absl::Status s = start_generation(); !s.ok()) {
     if (store_gone(s)) return s;
     if (absl::Status r = rebuild(s, 0); !r.ok()) return r;
@@ -103,6 +107,7 @@ absl::StatusOr<std::optional<double>> ElasticMembership::take_step(const Batch& 
     return std::optional<double>();
   }
   consumed_ = slice_.consumed_after;
+  if (absl::Status s = snapshot_hook_state(); !s.ok()) return s;
   return std::optional<double>(*loss);
 }
 
@@ -116,25 +121,57 @@ void ElasticMembership::annotate(JsonLine& line) const {
   line.add("generation", group_.generation()).add("unix_ms", unix_ms());
 }
 
+absl::Status ElasticMembership::snapshot_hook_state() {
+  std::ostringstream out;
+  if (absl::Status s = step_->sync().save_state(out); !s.ok()) return s;
+  hook_state_ = out.str();
+  return absl::OkStatus();
+}
+
+absl::Status ElasticMembership::adopt_hook_state(const std::string& hook_state) {
+  if (hook_state.empty()) return absl::OkStatus();
+  std::istringstream in(hook_state);
+  if (absl::Status s = step_->sync().load_state(in); !s.ok()) {
+    return absl::Status(s.code(), "elastic: loading the hook state received from rank 0: " +
+                                      std::string(s.message()));
+  }
+  step_->sync().drop_local_hook_state();
+  own_hook_state_ = true;
+  return snapshot_hook_state();
+}
+
 absl::Status ElasticMembership::start_generation() {
   absl::StatusOr<std::unique_ptr<GradientSync>> old = step_->reset_sync(group_.pg());
   if (!old.ok()) return old.status();
   group_.retire(std::shared_ptr<GradientSync>(*std::move(old)));
+  // The hook state of the last committed step: a step that failed midway
+  // may have advanced it on some ranks and not on others.
+  if (!hook_state_.empty()) {
+    std::istringstream in(hook_state_);
+    if (absl::Status s = step_->sync().load_state(in); !s.ok()) return s;
+  }
   if (!group_.has_newcomers()) return absl::OkStatus();
   ElasticPosition position{*progress_, consumed_};
   std::string blob;
   const bool sender = group_.rank() == 0;
   if (sender) {
-    absl::StatusOr<std::string> saved = save_elastic_state(position, step_->state());
+    absl::StatusOr<std::string> saved = save_elastic_state(position, step_->state(), hook_state_);
     if (!saved.ok()) return saved.status();
     blob = *std::move(saved);
   }
   if (absl::Status s = elastic::broadcast_state(*group_.pg(), 0, &blob); !s.ok()) return s;
   if (sender) return absl::OkStatus();
-  if (absl::Status s = load_elastic_state(blob, &position, step_->state()); !s.ok()) return s;
+  std::string hook_state;
+  if (absl::Status s = load_elastic_state(blob, &position, step_->state(), &hook_state);
+      !s.ok()) {
+    return s;
+  }
   *progress_ = position.progress;
   consumed_ = position.consumed;
   received_state_ = true;
+  // A newcomer takes rank 0's hook state without rank 0's own residual;
+  // the other members keep theirs.
+  if (!own_hook_state_) return adopt_hook_state(hook_state);
   return absl::OkStatus();
 }
 
@@ -180,7 +217,7 @@ absl::Status ElasticMembership::save_checkpoint(const CheckpointOptions& options
                                                 const Progress& progress) {
   if (group_.rank() != 0 && !below_minimum_) return absl::OkStatus();
   absl::StatusOr<std::string> blob =
-      save_elastic_state(ElasticPosition{progress, consumed_}, step_->state());
+      save_elastic_state(ElasticPosition{progress, consumed_}, step_->state(), hook_state_);
   if (!blob.ok()) return blob.status();
   absl::Status s = save_single_writer_checkpoint(options, progress.global_step, group_.rank(),
                                                  kElasticStateFile, *blob);
@@ -243,11 +280,16 @@ absl::StatusOr<std::optional<Progress>> ElasticMembership::resume(
                             absl::StrCat("resume (read by rank 0): ", blob.substr(bar + 1)));
       }
       ElasticPosition position;
-      if (absl::Status s = load_elastic_state(blob.substr(1), &position, step_->state());
+      std::string hook_state;
+      if (absl::Status s =
+              load_elastic_state(blob.substr(1), &position, step_->state(), &hook_state);
           !s.ok()) {
         return s;
       }
       consumed_ = position.consumed;
+      // Every rank, the writer's successor included, starts the hook's
+      // residual afresh: the ranks' own residuals were not saved.
+      if (absl::Status s = adopt_hook_state(hook_state); !s.ok()) return s;
       return std::optional<Progress>(position.progress);
     }
     // A member was lost while rank 0 sent it: the next generation takes

@@ -77,6 +77,11 @@ class ElasticMembership : public Membership {
   // next generation, formed again until one starts. `steps_lost` were
   // discarded by the failure.
   absl::Status rebuild(absl::Status why, int64_t steps_lost);
+  // hook_state_ = the gradient synchronization's hook state.
+  absl::Status snapshot_hook_state();
+  // Loads `hook_state` (another rank's), drops its rank-local part
+  // (GradientSync::drop_local_hook_state) and snapshots it.
+  absl::Status adopt_hook_state(const std::string& hook_state);
   // The commit gate: this rank's vote on the step under way.
   absl::StatusOr<bool> vote(const absl::Status& synced);
 
@@ -99,6 +104,13 @@ class ElasticMembership : public Membership {
   elastic::CommitDecision decision_;
 
   bool received_state_ = false;  // admitted into a running job
+  // This rank's hook state (PowerSGD's error feedback, Qs, iteration) at
+  // its last committed step: loaded into each generation's new gradient
+  // synchronization, so a discarded step leaves no trace in it and every
+  // rank's iteration is the job's; rank 0's is sent to newcomers and
+  // checkpointed.
+  std::string hook_state_;
+  bool own_hook_state_ = false;  // hook_state_ is this process's, not still to come
   bool below_minimum_ = false;   // reform() ended the job
 };
 

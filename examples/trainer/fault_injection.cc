@@ -24,6 +24,7 @@ class FaultInjectingHook : public CommHook {
   absl::Status save_state(std::ostream& out) const override { return inner_->save_state(out); }
   absl::Status load_state(std::istream& in) override { return inner_->load_state(in); }
   int64_t state_iteration() const override { return inner_->state_iteration(); }
+  void drop_local_state() override { inner_->drop_local_state(); }
 
   std::shared_ptr<Future<Tensor>> run(GradBucket& bucket) override {
     if (bucket.index() == 0) ++step_;

@@ -55,6 +55,9 @@ class GradientSync {
   // The hook state's iteration counter (CommHook::state_iteration), checked
   // against the step on resume; -1 when there is none.
   virtual int64_t hook_iteration() const { return -1; }
+  // CommHook::drop_local_state: forgets this rank's own part of the hook
+  // state (PowerSGD's error feedback).
+  virtual void drop_local_hook_state() {}
 };
 
 }  // namespace ddpx::trainer

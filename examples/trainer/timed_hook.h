@@ -33,6 +33,7 @@ class TimedCommHook : public CommHook {
   absl::Status save_state(std::ostream& out) const override { return inner_->save_state(out); }
   absl::Status load_state(std::istream& in) override { return inner_->load_state(in); }
   int64_t state_iteration() const override { return inner_->state_iteration(); }
+  void drop_local_state() override { inner_->drop_local_state(); }
 
   // The spans recorded since the last call, and forgets them. Call after the
   // step's futures completed (DDP's finalize_backward waited for them).
