@@ -37,6 +37,8 @@ c10::weak_intrusive_ptr<DdpxBackend>& world_backend() {
   return *world;
 }
 
+std::atomic<uint64_t> groups_generation_{0};
+
 }  // namespace
 
 c10::intrusive_ptr<DdpxBackend> DdpxBackend::create(c10::intrusive_ptr<c10d::Store> store,
@@ -69,6 +71,8 @@ c10::intrusive_ptr<DdpxBackend> DdpxBackend::create(c10::intrusive_ptr<c10d::Sto
     std::lock_guard<std::mutex> lock(world_mu);
     world_backend() = c10::weak_intrusive_ptr<DdpxBackend>(backend_ptr);
   }
+  // After the world is set: a lookup that sees the new generation sees it.
+  groups_generation_.fetch_add(1, std::memory_order_release);
   return backend_ptr;
 }
 
@@ -77,12 +81,18 @@ c10::intrusive_ptr<DdpxBackend> DdpxBackend::world() {
   return world_backend().lock();
 }
 
-void DdpxBackend::allreduce_now(const ddpx::Tensor& tensor, ddpx::ReduceOp op) {
+uint64_t DdpxBackend::groups_generation() {
+  return groups_generation_.load(std::memory_order_acquire);
+}
+
+void DdpxBackend::shutdown() { groups_generation_.fetch_add(1, std::memory_order_release); }
+
+void DdpxBackend::allreduce_now(const ddpx::TensorList& tensor, ddpx::ReduceOp op) {
   ddpx::AllreduceOptions o;
   o.op = op;
   o.timeout = op_timeout(c10d::kUnsetTimeout);
   ++sequence_;
-  absl::Status s = group_->allreduce({tensor}, o)->wait();
+  absl::Status s = group_->allreduce(tensor, o)->wait();
   if (!s.ok()) std::rethrow_exception(to_exception(s));
 }
 
@@ -92,7 +102,13 @@ DdpxBackend::DdpxBackend(const BackendConfig& config, std::shared_ptr<ddpx::Proc
       group_(std::move(group)),
       timeout_ms_(config.timeout.count()) {}
 
-DdpxBackend::~DdpxBackend() {
+DdpxBackend::~DdpxBackend() { close(); }
+
+void DdpxBackend::release_resources() { close(); }
+
+void DdpxBackend::close() {
+  if (group_ == nullptr) return;
+  groups_generation_.fetch_add(1, std::memory_order_release);
   // Closing waits for the ops still running and for the peers' goodbye
   // (bounded by the timeout); Python's other threads go on meanwhile.
   PyThreadState* saved = nullptr;

@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -61,13 +62,26 @@ class DdpxBackend : public c10d::Backend {
   // "cpu:ddpx,..."), while it lives; null otherwise.
   static c10::intrusive_ptr<DdpxBackend> world();
 
-  // One allreduce of `tensor` (a contiguous CPU tensor's memory), done when
+  // Moves on whenever a ddpx group is created or shut down: a backend found
+  // by group name (or as the world) before may no longer be the one torch
+  // gives that name, so lookups cached across calls are stale once it moved
+  // (torch.ops.ddpx.all_reduce_, inference_all_reduce.cc).
+  static uint64_t groups_generation();
+
+  // One allreduce of `tensor` (one contiguous CPU tensor's memory), done when
   // this returns: ddpx's op and its wait on the calling thread, with the
   // group's timeout, no TorchWork and no future (torch.ops.ddpx.all_reduce_,
   // python/csrc/inference_all_reduce.cc). Throws what wait() would raise.
-  void allreduce_now(const ddpx::Tensor& tensor, ddpx::ReduceOp op);
+  void allreduce_now(const ddpx::TensorList& tensor, ddpx::ReduceOp op);
 
   const std::string getBackendName() const override { return "ddpx"; }
+  // destroy_process_group shuts every group it destroys down: moves
+  // groups_generation() on.
+  void shutdown() override;
+  // The ddpx group closes when the last strong reference goes, even while
+  // weak ones remain (world(), the custom op's lookup caches): intrusive_ptr
+  // frees the object only after its last weak reference.
+  void release_resources() override;
   c10::intrusive_ptr<Options> getBackendOptions() override;
   void setTimeout(std::chrono::milliseconds timeout) override;
   uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
@@ -131,6 +145,10 @@ class DdpxBackend : public c10d::Backend {
   ddpx::OpTimeout op_timeout(std::chrono::milliseconds requested) const {
     return to_ddpx_timeout(requested, group_timeout());
   }
+
+  // What the destructor would do, done once: release_resources() or the
+  // destructor, whichever comes first.
+  void close();
 
   const BackendConfig config_;
   std::shared_ptr<ddpx::ProcessGroup> group_;

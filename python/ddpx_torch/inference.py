@@ -1,5 +1,6 @@
 """ddpx_torch.inference_all_reduce: one synchronous allreduce through the
-custom op torch.ops.ddpx.all_reduce_ (python/csrc/inference_all_reduce.cc),
+custom op torch.ops.ddpx.all_reduce_ (or all_reduce_world_ for the default
+group's SUM; python/csrc/inference_all_reduce.cc),
 without dist.all_reduce's Python function, dispatcher op, Work and wait:
 the call DeepSpeed's inference_all_reduce and vLLM's CPU allreduce make,
 for programs that count the microseconds of each small allreduce."""
@@ -11,6 +12,10 @@ __all__ = ["inference_all_reduce"]
 
 _OP_NAMES = {getattr(dist.ReduceOp, name): name.lower()
              for name in dist.ReduceOp.RedOpType.__members__}
+
+_SUM = dist.ReduceOp.SUM
+# The default group's SUM, the commonest call, in the op's shortest form.
+_all_reduce_world = torch.ops.ddpx.all_reduce_world_
 
 
 def _op_name(op):
@@ -32,5 +37,7 @@ def inference_all_reduce(tensor, op=dist.ReduceOp.SUM, group=None):
     `tensor` once done. Same result and errors as dist.all_reduce on the
     group (the group's timeout, DistBackendError naming the op and the
     culprit rank when a peer fails); no async_op."""
+    if group is None and op is _SUM:
+        return _all_reduce_world(tensor)
     name = None if group is None else group.group_name
     return torch.ops.ddpx.all_reduce_(tensor, _op_name(op), name)
