@@ -5,20 +5,22 @@ for like, in one run:
     ddpx's dist.all_reduce                  against  Gloo's dist.all_reduce
         (torch's Python function, c10d dispatcher op, ProcessGroup, Work and
         wait on both: the gloo keys of RESULT)
-    ddpx's torch.ops.ddpx.all_reduce_       against  DeepSpeed's
+    ddpx's torch.ops.ddpx.all_reduce_world_  against  DeepSpeed's
         torch.ops.deepspeed.inference_all_reduce_
-        (a torch custom op called straight from Python, synchronous, no
-        Work: the deepspeed keys of RESULT; python/csrc/inference_all_reduce.cc)
+        (a torch custom op called straight from Python with the tensor
+        alone, summing over the whole world, synchronous, no Work: the
+        deepspeed keys of RESULT; python/csrc/inference_all_reduce.cc)
 
     bazel run -c opt //examples/benchmarks:torch_backend_bench -- --rounds 3
     python3 examples/benchmarks/torch_backend_bench.py [--ranks 2,4] [--rounds 5]
 
 For 2 and 4 ranks (real processes on this host, one torch thread each):
   - all_reduce (SUM, float32) from 8 B to 64 MiB: dist.all_reduce on ddpx
-    (column ddpx) and on Gloo (gloo); torch.ops.ddpx.all_reduce_ on the same
-    ddpx group (ddpx_op) and DeepSpeed's inference_all_reduce_ (deepspeed:
-    the shared-memory op DeepSpeed builds itself; its op finds its peers
-    only when LOCAL_SIZE is set, which this script does);
+    (column ddpx) and on Gloo (gloo); torch.ops.ddpx.all_reduce_world_ on
+    the same ddpx group, the default one (ddpx_op), and DeepSpeed's
+    inference_all_reduce_ (deepspeed: the shared-memory op DeepSpeed builds
+    itself over the whole world; its op finds its peers only when
+    LOCAL_SIZE is set, which this script does);
   - reduce_scatter_tensor and all_gather_into_tensor of 64 MiB (the full
     tensor) on ddpx and Gloo;
   - 2 ranks only: one torch DDP training step (MLP 784-2048-2048-10, batch
@@ -28,10 +30,11 @@ For 2 and 4 ranks (real processes on this host, one torch thread each):
     and through torch's c10d::Backend API with its Work (ddpx_backend); and
     each Python path alone on a group of one rank (no peer to wait for):
     dist.all_reduce of 8 B (python_path) and torch.ops.ddpx.all_reduce_ of
-    8 B (op_path).
-Every rank holds a Gloo group (the default group, also used to agree on
-iteration counts and to collect times), a ddpx group (new_group) and
-DeepSpeed's op. ddpx's columns share one warm tensor per size (zeros: a
+    8 B named by the group's name (op_path); and torch's own floor for any
+    custom op called from Python, torch.ops.aten.neg_ of 8 B (dispatch_path).
+Every rank holds a ddpx group (the default group, as DeepSpeed's op takes
+the world), a Gloo group (new_group, also used to agree on iteration counts
+and to collect times) and DeepSpeed's op. ddpx's columns share one warm tensor per size (zeros: a
 sum keeps them zero); Gloo and DeepSpeed have their own. Rounds alternate
 the backends (the order rotates each round); each point of a round is the
 slowest rank's mean time per op over enough calls to fill --budget seconds
@@ -53,7 +56,8 @@ Last line (2 ranks; see issue 30):
              python_path: what dist.all_reduce on ddpx could reach in this
              run if it cost only its C++ op and torch's own Python path
          floor_vs_deepspeed_min=  the deepspeed_min ratio against ddpx_cpp +
-             op_path: the same for the custom op
+             dispatch_path: the same for the custom op had it cost no more
+             than torch's dispatch of an in-place op
 """
 import argparse
 import datetime
@@ -88,8 +92,11 @@ FLOORS = {
 # 8 B on a group of this rank alone (ddpx), no peer to wait for: what
 # dist.all_reduce's Python function, dispatcher and Work.wait() cost an op
 # (python_path), and what the custom op's call from Python costs (op_path).
+# And torch.ops.aten.neg_ of 8 B: torch's Python call and dispatch of an
+# in-place op with a kernel that takes nanoseconds (dispatch_path).
 PYTHON_PATH = "python_path"
 OP_PATH = "op_path"
+DISPATCH_PATH = "dispatch_path"
 
 
 def human(nbytes):
@@ -114,9 +121,8 @@ class Rank:
 
     def __init__(self, rank, world, args):
         self.rank, self.world, self.args = rank, world, args
-        self.gloo = dist.group.WORLD
-        import ddpx_torch  # noqa: F401  (registers the "ddpx" backend)
-        self.ddpx = dist.new_group(backend="ddpx")
+        self.ddpx = dist.group.WORLD
+        self.gloo = dist.new_group(backend="gloo")
         # This rank alone on ddpx: torch's Python path with no peer to wait for.
         self.solo = [dist.new_group([i], backend="ddpx") for i in range(world)][rank]
         self.deepspeed_ok = self._init_deepspeed() if not args.no_deepspeed else False
@@ -164,8 +170,8 @@ def allreduce_fn(r, backend, t):
         ds_op = torch.ops.deepspeed.inference_all_reduce_
         return lambda: ds_op(t)
     if backend == "ddpx_op":
-        ddpx_op, name = torch.ops.ddpx.all_reduce_, r.ddpx.group_name
-        return lambda: ddpx_op(t, "sum", name)
+        ddpx_op = torch.ops.ddpx.all_reduce_world_  # r.ddpx is the default group
+        return lambda: ddpx_op(t)
     group = r.ddpx if backend == "ddpx" else r.gloo
     return lambda: dist.all_reduce(t, group=group)
 
@@ -212,6 +218,9 @@ def bench_collectives(r, out):
         ddpx_op, solo_name = torch.ops.ddpx.all_reduce_, r.solo.group_name
         t = r.time_per_op(lambda: ddpx_op(solo, "sum", solo_name))
         out.setdefault((OP_PATH, "ddpx", 8), []).append(t)
+        neg = torch.ops.aten.neg_
+        t = r.time_per_op(lambda: neg(solo))
+        out.setdefault((DISPATCH_PATH, "ddpx", 8), []).append(t)
         for b in order:
             if b not in ("ddpx", "gloo"):
                 continue
@@ -260,7 +269,8 @@ def rank_main(rank, world, port, args, result_path):
     try:
         store = dist.TCPStore("127.0.0.1", port, world, is_master=False,
                               timeout=timedelta(seconds=300))
-        dist.init_process_group("gloo", store=store, rank=rank, world_size=world,
+        import ddpx_torch  # noqa: F401  (registers the "ddpx" backend)
+        dist.init_process_group("ddpx", store=store, rank=rank, world_size=world,
                                 timeout=timedelta(seconds=300))
         r = Rank(rank, world, args)
         out = {}
@@ -269,7 +279,7 @@ def rank_main(rank, world, port, args, result_path):
             bench_ddp_step(r, out)
         if rank == 0:
             torch.save({k: v for k, v in out.items()}, result_path)
-        dist.barrier()
+        dist.barrier(group=r.gloo)
         dist.destroy_process_group()
     except BaseException:
         traceback.print_exc()
@@ -290,7 +300,7 @@ def run_world(world, args, tmpdir):
 def print_table(world, med):
     print(f"\n== {world} ranks: all_reduce (float32, SUM), median over rounds ==")
     print("   ddpx, gloo: dist.all_reduce on each (gloo/ddpx: the gloo keys)")
-    print("   ddpx_op: torch.ops.ddpx.all_reduce_, deepspeed: "
+    print("   ddpx_op: torch.ops.ddpx.all_reduce_world_, deepspeed: "
           "torch.ops.deepspeed.inference_all_reduce_ (deepspeed/ddpx_op: the deepspeed keys)")
     for f, what in FLOORS.items():
         print(f"   {f}: {what}")
@@ -298,8 +308,10 @@ def print_table(world, med):
     cols = [b for b in BACKENDS if b != "deepspeed" or have_ds] + list(FLOORS)
     print(f"   {PYTHON_PATH}: dist.all_reduce of 8 B on a one-rank ddpx group (no peer): "
           f"{fmt_time(med[(PYTHON_PATH, 'ddpx', 8)])} per op")
-    print(f"   {OP_PATH}: torch.ops.ddpx.all_reduce_ of 8 B on a one-rank ddpx group "
-          f"(no peer): {fmt_time(med[(OP_PATH, 'ddpx', 8)])} per op")
+    print(f"   {OP_PATH}: torch.ops.ddpx.all_reduce_(t, \"sum\", name) of 8 B on a one-rank "
+          f"ddpx group (no peer): {fmt_time(med[(OP_PATH, 'ddpx', 8)])} per op")
+    print(f"   {DISPATCH_PATH}: torch.ops.aten.neg_ of 8 B (torch's call and dispatch of "
+          f"an in-place op): {fmt_time(med[(DISPATCH_PATH, 'ddpx', 8)])} per op")
     print(f"{'size':>8}" + "".join(f" {c:>12}" for c in cols)
           + "  gloo/ddpx" + ("  deepspeed/ddpx_op" if have_ds else ""))
     for s in SIZES:
@@ -340,15 +352,16 @@ def result_line(med):
         fields["torch_ddp_step_vs_gloo"] = (med[("ddp_step", "ddpx", 0)]
                                             / med[("ddp_step", "gloo", 0)])
     # The same ratios had ddpx's call from Python cost its C++ op (ddpx_cpp)
-    # plus that call's own path alone (python_path, op_path): the best each
-    # of ddpx's columns could reach in this run.
+    # plus that call's own path alone (python_path), or torch's dispatch of
+    # an in-place op (dispatch_path): the best each of ddpx's columns could
+    # reach in this run.
     def floor_ratio(other, s, path):
         best = med[("all_reduce", "ddpx_cpp", s)] + med[(path, "ddpx", 8)]
         return med[("all_reduce", other, s)] / best
     fields["floor_vs_gloo_small_min"] = min(floor_ratio("gloo", s, PYTHON_PATH) for s in SIZES
                                             if s <= SMALL_MAX)
     if have_ds:
-        fields["floor_vs_deepspeed_min"] = min(floor_ratio("deepspeed", s, OP_PATH)
+        fields["floor_vs_deepspeed_min"] = min(floor_ratio("deepspeed", s, DISPATCH_PATH)
                                                for s in SIZES)
     return "RESULT " + " ".join(f"{k}={v:.3f}" for k, v in fields.items())
 
