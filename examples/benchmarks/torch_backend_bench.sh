@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs torch_backend_bench.py (ddpx's dist.all_reduce vs Gloo's, and ddpx's
-# torch.ops.ddpx.all_reduce_ vs DeepSpeed's inference_all_reduce_, from
+# torch.ops.ddpx.all_reduce_world_ vs DeepSpeed's inference_all_reduce_, from
 # Python; see its docstring) with the ddpx_torch package Bazel built
 # (//python:ddpx_torch in the runfiles) and the python3 torch lives in (or
 # $PYTHON). Arguments go to the script:
