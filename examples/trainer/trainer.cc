@@ -149,10 +149,14 @@ absl::StatusOr<TrainSummary> train(const TrainConfig& c, Membership& world, Trai
     return s;
   };
   // The run ends with `why`; an elastic job below its minimum writes its
-  // last checkpoint first (the state of the last committed step).
+  // last checkpoint first (the state of the last committed step). Even of
+  // the step last checkpointed: rank 0 may have died while writing it (a
+  // complete one is not written again).
   auto end_with = [&](const absl::Status& why) -> absl::Status {
-    if (!world.ends_with_committed_state(why)) return why;
-    if (absl::Status s = checkpoint(); !s.ok()) {
+    if (c.checkpoint_dir.empty() || !world.ends_with_committed_state(why)) return why;
+    Progress p = progress;
+    p.wall_seconds = wall();
+    if (absl::Status s = world.save_checkpoint(ckpt, p); !s.ok()) {
       fprintf(stderr, "error: the last checkpoint was not written: %s\n",
               std::string(s.message()).c_str());
     }

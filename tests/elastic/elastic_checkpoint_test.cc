@@ -4,7 +4,7 @@
 // into the same folder (its LOCK taken over); a whole-job restart resumes
 // from the last one with the parameters an uninterrupted run reaches, bit
 // for bit; a job that falls below --min_nproc ends with its last committed
-// step checkpointed.
+// step checkpointed, also when rank 0 died while writing it.
 #include <stdlib.h>
 #include <sys/stat.h>
 
@@ -137,6 +137,32 @@ TEST(ElasticCheckpointTest, BelowTheMinimumTheJobEndsWithItsLastCheckpoint) {
   std::optional<LoadedCheckpoint> latest = check_elastic_checkpoints(dir, {32});
   ASSERT_TRUE(latest.has_value());
   EXPECT_GT(latest->step, 5) << out;
+  EXPECT_EQ(latest->parameters_crc32c, params) << out;
+  expect_no_new_segments(before);
+}
+
+TEST(ElasticCheckpointTest, BelowTheMinimumAfterTheLeaderDiedWritingTheLastOne) {
+  const std::set<std::string> before = shm_segments();
+  const std::string dir = tmp("ckpt_leader_died_writing");
+  std::vector<std::string> args = job_args(dir, "1");
+  args.push_back("--min_nproc=3");
+  std::string out;
+  std::optional<launcher::ExitStatus> end;
+  {
+    // Rank 0 dies with step 5's checkpoint, the first, half written; the
+    // two left are below the minimum and one of them writes it.
+    KillAt kill("leader_died_writing", "checkpoint/state/tmp_half:0:5");
+    ElasticJob job("leader_died_writing", 3, args);
+    end = job.wait(seconds(300));
+    out = job.output();
+  }
+  ASSERT_TRUE(end.has_value()) << "the job hung:\n" << out;
+  EXPECT_NE(out.find("KILL POINT checkpoint/state/tmp_half"), std::string::npos) << out;
+  EXPECT_NE(out.find("below the minimum of 3"), std::string::npos) << out;
+  const std::string params = common_checksum(out, 2);
+  std::optional<LoadedCheckpoint> latest = check_elastic_checkpoints(dir, {32});
+  ASSERT_TRUE(latest.has_value()) << out;
+  EXPECT_EQ(latest->step, 5) << out;
   EXPECT_EQ(latest->parameters_crc32c, params) << out;
   expect_no_new_segments(before);
 }
