@@ -18,6 +18,7 @@
 #include "gtest/gtest.h"
 #include "tests/elastic/elastic_job.h"
 #include "tests/elastic/job_checks.h"
+#include "tests/sanitizers.h"
 
 namespace ddpx::elastic_test {
 namespace {
@@ -26,10 +27,16 @@ using std::chrono::seconds;
 
 // The MLP of BENCHMARKS.md's elastic run, 4 epochs of the 60,000 images
 // (1876 steps, 4-5 ms each on a quiet 2-core machine) with the cosine
-// schedule: it ends near 88%, where the test accuracy has settled.
+// schedule: it ends near 88%, where the test accuracy has settled. A
+// sanitizer's steps are ten times slower: there 4 epochs of the first
+// 19,200 images (600 steps), the kills closer together.
 const std::vector<std::string> kRun = {
     "--hidden=256,256",  "--batch_size=32",  "--epochs=4",   "--lr_schedule=cosine",
-    "--log_every=10000", "--timeout_s=5",    "--heartbeat_s=0.5", "--seed=3"};
+    "--log_every=10000", "--timeout_s=5",    "--heartbeat_s=0.5", "--seed=3",
+    kSanitized ? "--train_limit=19200" : "--train_limit=60000"};
+constexpr int64_t kFirstKillStep = kSanitized ? 60 : 100;
+constexpr int64_t kStepsBetweenKills = kSanitized ? 30 : 50;
+const auto kRunTimeout = std::chrono::seconds(kSanitized ? 420 : 240);
 
 // The final test accuracy in percent from rank 0's "done:" line; NaN if none.
 double final_accuracy(const std::string& output) {
@@ -52,7 +59,7 @@ TEST(ElasticAccuracyTest, ThreeKillsAndReplacementsEndWithinHalfAPointOfAnUndist
   double undisturbed = NAN;
   {
     ElasticJob job("undisturbed", 4, kRun);
-    std::optional<launcher::ExitStatus> end = job.wait(seconds(240));
+    std::optional<launcher::ExitStatus> end = job.wait(kRunTimeout);
     ASSERT_TRUE(end.has_value()) << "the undisturbed run hung:\n" << job.output();
     ASSERT_EQ(end->exit_code, 0) << job.output();
     undisturbed = final_accuracy(job.output());
@@ -62,7 +69,7 @@ TEST(ElasticAccuracyTest, ThreeKillsAndReplacementsEndWithinHalfAPointOfAnUndist
   std::vector<std::string> args = kRun;
   args.push_back("--max_restarts=3");
   ElasticJob job("three_kills", 4, args);
-  int64_t at_step = 100;
+  int64_t at_step = kFirstKillStep;
   for (int slot : {2, 0, 1}) {
     ASSERT_TRUE(job.wait_for_step(at_step, seconds(120)))
         << "the job ended (or stalled) before step " << at_step << ":\n" << job.output();
@@ -79,9 +86,9 @@ TEST(ElasticAccuracyTest, ThreeKillsAndReplacementsEndWithinHalfAPointOfAnUndist
     ASSERT_GT(joined.size(), admitted) << "slot " << slot << "'s replacement was not admitted:\n"
                                        << job.output();
     EXPECT_EQ(json_field(joined.back(), "world_size"), "4") << joined.back();
-    at_step = std::stoll(json_field(joined.back(), "step")) + 50;
+    at_step = std::stoll(json_field(joined.back(), "step")) + kStepsBetweenKills;
   }
-  std::optional<launcher::ExitStatus> end = job.wait(seconds(240));
+  std::optional<launcher::ExitStatus> end = job.wait(kRunTimeout);
   ASSERT_TRUE(end.has_value()) << "the disturbed run hung:\n" << job.output();
   const std::string out = job.output();
   EXPECT_EQ(end->exit_code, 0) << out;
