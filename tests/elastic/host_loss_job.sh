@@ -1,8 +1,15 @@
-# Sourced by the elastic tests on virtual hosts (host_loss_test.sh,
-# slurm_elastic_test.sh), after tests/integration/virtual_hosts.sh's
-# virtual_hosts_up (which sets $vc and $name). The job's store is served on
-# the first host by //store:tcp_store_server, outside every rank
-# (docs/elastic.md); the ranks reach it at that host's address.
+# Sourced by the elastic shell tests: host_loss_test.sh and
+# slurm_elastic_test.sh on virtual hosts, after
+# tests/integration/virtual_hosts.sh's virtual_hosts_up (which sets $vc and
+# $name), and store_loss_test.sh (last_step, wait_step). The job's store is
+# served by //store:tcp_store_server, outside every rank (docs/elastic.md);
+# on virtual hosts, on the first host, which the ranks reach at its address.
+
+# Under --config=tsan the programs these tests start get the suppressions
+# every C++ test hands its children (tests/tsan_options.cc).
+tsan_options=$("$PWD/tests/tsan_options")
+[ -z "$tsan_options" ] || export TSAN_OPTIONS="$tsan_options"
+
 store_addr=10.213.0.1  # $name-h1's eth0 (tools/virtual_cluster)
 
 # start_store PORT: serves the store on $name-h1 until the test exits.

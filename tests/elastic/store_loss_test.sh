@@ -25,7 +25,7 @@ for _ in $(seq 1 500); do
 done
 [ -n "$port" ] || { cat "$tmp/store.log"; echo "FAIL: the store server did not start"; exit 1; }
 
-ls /dev/shm >"$tmp/shm_before"
+ls /dev/shm | grep "^ddpx\." >"$tmp/shm_before" || true
 timeout_s=10
 job_id=store_loss_$$
 metrics=$tmp/metrics.jsonl
@@ -51,9 +51,9 @@ for r in 0 1 2; do
   grep -q "the job's store failed while" "$tmp/rank$r.log" ||
     { echo "FAIL: rank $r does not say the job's store failed"; exit 1; }
 done
-# Segments that appeared during the job and no live process maps (tests
-# running beside this one hold theirs).
-for seg in $(ls /dev/shm | grep -vxF -f "$tmp/shm_before" || true); do
+# ddpx's segments (ddpx.*) that appeared during the job and no live process
+# maps (tests running beside this one hold theirs).
+for seg in $(ls /dev/shm | grep "^ddpx\." | grep -vxF -f "$tmp/shm_before" || true); do
   if ! grep -qsF "/dev/shm/$seg" /proc/[0-9]*/maps; then
     echo "FAIL: /dev/shm/$seg was left behind"; exit 1
   fi
