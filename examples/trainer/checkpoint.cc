@@ -230,6 +230,27 @@ absl::Status set_aside_newer(const std::string& dir, int64_t resumed) {
   return moved ? sync_dir(dir) : absl::OkStatus();
 }
 
+// The end of every checkpoint once its files are written: the MANIFEST that
+// makes the step folder complete, then `latest`, then pruning the older
+// steps; each a fault (and kill) point of rank `rank`.
+absl::Status publish_checkpoint(const CheckpointOptions& o, const std::string& step_dir,
+                                const Manifest& m, int rank) {
+  auto observer = [&](const char* prefix) {
+    return [&, prefix](const char* point) {
+      checkpoint_stop_point(m.step, rank, absl::StrCat(prefix, "/", point));
+    };
+  };
+  absl::Status s =
+      write_file_durably(join(step_dir, kManifestFile), encode_manifest(m), observer("manifest"));
+  if (s.ok()) {
+    s = write_file_durably(join(o.dir, kLatestFile), step_dir_name(m.step) + "\n",
+                           observer("latest"));
+  }
+  if (s.ok()) s = prune(o.dir, m.step, std::max(1, o.keep), m.step);
+  checkpoint_stop_point(m.step, rank, "done");
+  return with_context("checkpoint of step " + std::to_string(m.step), s);
+}
+
 }  // namespace
 
 absl::StatusOr<ResumeMode> parse_resume_mode(const std::string& text) {
@@ -323,18 +344,7 @@ absl::Status save_checkpoint(const CheckpointOptions& o, ProcessGroup& pg, const
     m.files.push_back({hook_file_name(r), static_cast<uint64_t>((*all)[3 * r + 1]),
                        static_cast<uint32_t>((*all)[3 * r + 2])});
   }
-  auto observer = [&](const char* prefix) {
-    return [&, prefix](const char* point) { stop(absl::StrCat(prefix, "/", point).c_str()); };
-  };
-  absl::Status s =
-      write_file_durably(join(step_dir, kManifestFile), encode_manifest(m), observer("manifest"));
-  if (s.ok()) {
-    s = write_file_durably(join(o.dir, kLatestFile), step_dir_name(step) + "\n",
-                           observer("latest"));
-  }
-  if (s.ok()) s = prune(o.dir, step, std::max(1, o.keep), step);
-  stop("done");
-  return with_context("checkpoint of step " + std::to_string(step), s);
+  return publish_checkpoint(o, step_dir, m, rank);
 }
 
 absl::StatusOr<Progress> load_rank_checkpoint(const CheckpointOptions& o,
@@ -505,19 +515,7 @@ absl::Status save_single_writer_checkpoint(const CheckpointOptions& o, int64_t s
       write_checkpoint_file(step_dir, name, contents, step, rank, "state");
   if (!file.ok()) return with_context("checkpoint of step " + std::to_string(step), file.status());
   stop("files_done");
-  auto observer = [&](const char* prefix) {
-    return [&, prefix](const char* point) { stop(absl::StrCat(prefix, "/", point)); };
-  };
-  absl::Status s = write_file_durably(join(step_dir, kManifestFile),
-                                      encode_manifest(Manifest{step, 1, {*file}}),
-                                      observer("manifest"));
-  if (s.ok()) {
-    s = write_file_durably(join(o.dir, kLatestFile), step_dir_name(step) + "\n",
-                           observer("latest"));
-  }
-  if (s.ok()) s = prune(o.dir, step, std::max(1, o.keep), step);
-  stop("done");
-  return with_context("checkpoint of step " + std::to_string(step), s);
+  return publish_checkpoint(o, step_dir, Manifest{step, 1, {*file}}, rank);
 }
 
 absl::StatusOr<std::optional<int64_t>> resume_single_writer_checkpoint(
