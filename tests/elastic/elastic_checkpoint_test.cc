@@ -6,7 +6,6 @@
 // for bit; a job that falls below --min_nproc ends with its last committed
 // step checkpointed, also when rank 0 died while writing it.
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include <algorithm>
 #include <chrono>
@@ -32,21 +31,6 @@ std::vector<std::string> job_args(const std::string& checkpoint_dir, const std::
           "--log_every=1000", "--timeout_s=5", "--heartbeat_s=0.5",
           "--checkpoint_dir=" + checkpoint_dir, "--checkpoint_every=5"};
 }
-
-// Arms DDPX_KILL_AT (each spec once per job) for the job started while it lives.
-class KillAt {
- public:
-  KillAt(const std::string& name, const std::string& spec) {
-    const std::string markers = tmp("kill_markers_" + name);
-    EXPECT_EQ(mkdir(markers.c_str(), 0755), 0) << markers;
-    setenv("DDPX_KILL_AT", spec.c_str(), 1);
-    setenv("DDPX_KILL_MARKERS", markers.c_str(), 1);
-  }
-  ~KillAt() {
-    unsetenv("DDPX_KILL_AT");
-    unsetenv("DDPX_KILL_MARKERS");
-  }
-};
 
 // The parameters every rank printed (all equal, `ranks` of them).
 std::string common_checksum(const std::string& out, size_t ranks) {

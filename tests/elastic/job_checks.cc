@@ -1,8 +1,10 @@
 #include "tests/elastic/job_checks.h"
 
 #include <fcntl.h>
+#include <stdlib.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <regex>
@@ -23,6 +25,18 @@ bool held_by_a_live_process(const std::string& name) {
 }
 
 }  // namespace
+
+KillAt::KillAt(const std::string& name, const std::string& spec) {
+  const std::string markers = std::string(getenv("TEST_TMPDIR")) + "/kill_markers_" + name;
+  EXPECT_EQ(mkdir(markers.c_str(), 0755), 0) << markers;
+  setenv("DDPX_KILL_AT", spec.c_str(), 1);
+  setenv("DDPX_KILL_MARKERS", markers.c_str(), 1);
+}
+
+KillAt::~KillAt() {
+  unsetenv("DDPX_KILL_AT");
+  unsetenv("DDPX_KILL_MARKERS");
+}
 
 std::map<std::string, std::string> parameter_checksums(const std::string& output) {
   std::map<std::string, std::string> out;

@@ -1,5 +1,6 @@
-// What an elastic job of examples/train leaves behind, checked after it
-// ended: each rank's parameter checksum, and shared-memory segments.
+// Around an elastic job of examples/train: a kill armed before it starts,
+// and what it leaves behind, checked after it ended: each rank's parameter
+// checksum, and shared-memory segments.
 #ifndef DDPX_TESTS_ELASTIC_JOB_CHECKS_H_
 #define DDPX_TESTS_ELASTIC_JOB_CHECKS_H_
 
@@ -8,6 +9,18 @@
 #include <string>
 
 namespace ddpx::elastic_test {
+
+// Arms DDPX_KILL_AT=`spec` (elastic/kill_point.h; each spec kills once per
+// job, through a fresh DDPX_KILL_MARKERS folder under TEST_TMPDIR named
+// after `name`) for the jobs started while it lives: their ranks and the
+// replacements their launcher starts inherit it.
+class KillAt {
+ public:
+  KillAt(const std::string& name, const std::string& spec);
+  ~KillAt();
+  KillAt(const KillAt&) = delete;
+  KillAt& operator=(const KillAt&) = delete;
+};
 
 // member id -> "0x..." from each "member M rank R: parameters crc32c 0x..."
 // line (examples/train --elastic prints one per rank that finished).

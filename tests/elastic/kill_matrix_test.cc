@@ -29,7 +29,6 @@
 // (the dead writer's partial one was never used, and was removed), and
 // `latest` holds the survivors' parameters.
 #include <stdlib.h>
-#include <sys/stat.h>
 
 #include <chrono>
 #include <string>
@@ -91,12 +90,7 @@ class KillMatrixTest : public ::testing::TestWithParam<Instant> {};
 TEST_P(KillMatrixTest, TheSurvivorsFinish) {
   const Instant& at = GetParam();
   const std::set<std::string> before = shm_segments();
-  // The ranks inherit them from the launcher; each spec kills once.
-  const std::string markers =
-      std::string(getenv("TEST_TMPDIR")) + "/kill_markers_" + at.name;
-  ASSERT_EQ(mkdir(markers.c_str(), 0755), 0) << markers;
-  setenv("DDPX_KILL_AT", at.kill_at, 1);
-  setenv("DDPX_KILL_MARKERS", markers.c_str(), 1);
+  const KillAt kill(at.name, at.kill_at);
   std::vector<std::string> args = {
       "--hidden=32", "--batch_size=16", "--train_limit=1600", "--epochs=" + epochs(at),
       "--log_every=1000", "--timeout_s=5", "--heartbeat_s=0.5",
@@ -112,8 +106,6 @@ TEST_P(KillMatrixTest, TheSurvivorsFinish) {
       args.push_back(a);
   }
   ElasticJob job(std::string("kill_") + at.name, 4, args);
-  unsetenv("DDPX_KILL_AT");
-  unsetenv("DDPX_KILL_MARKERS");
   std::optional<launcher::ExitStatus> end = job.wait(seconds(300));
   const std::string out = job.output();
   ASSERT_TRUE(end.has_value()) << "the job hung (DDPX_KILL_AT=" << at.kill_at << "):\n" << out;

@@ -6,8 +6,6 @@
 // same shared hook state (iteration, warm-start P/Q, generator: the
 // checksum examples/train prints without the rank's own error feedback,
 // which stems from its own gradients and differs by rank).
-#include <stdlib.h>
-#include <sys/stat.h>
 
 #include <chrono>
 #include <map>
@@ -25,20 +23,15 @@ using std::chrono::seconds;
 
 TEST(PowerSGDStateTransferTest, AReplacementEndsWithTheSameHookStateAsEveryRank) {
   const std::set<std::string> before = shm_segments();
-  const std::string markers = std::string(getenv("TEST_TMPDIR")) + "/kill_markers";
-  ASSERT_EQ(mkdir(markers.c_str(), 0755), 0) << markers;
   // Rank 2 dies entering its 10th step's vote (PowerSGD compresses from
   // the 3rd step on), after its gradients went through the hook.
-  setenv("DDPX_KILL_AT", "vote/enter:2:10", 1);
-  setenv("DDPX_KILL_MARKERS", markers.c_str(), 1);
+  const KillAt kill("powersgd_replacement", "vote/enter:2:10");
   // 20 epochs of 25 steps: the replacement is admitted well before the end,
   // under a sanitizer too.
   ElasticJob job("powersgd_replacement", 4,
                  {"--hidden=32", "--batch_size=16", "--train_limit=1600", "--epochs=20",
                   "--log_every=1000", "--timeout_s=5", "--heartbeat_s=0.5",
                   "--hook=powersgd:rank=2,start_iter=2", "--max_restarts=1"});
-  unsetenv("DDPX_KILL_AT");
-  unsetenv("DDPX_KILL_MARKERS");
   std::optional<launcher::ExitStatus> end = job.wait(seconds(300));
   const std::string out = job.output();
   ASSERT_TRUE(end.has_value()) << "the job hung:\n" << out;
