@@ -54,3 +54,16 @@ expect_equal_checksums() {
   [ "$(sort -u <<<"$sums" | wc -l)" = 1 ] ||
     { echo "FAIL: the ranks' parameters differ: $sums"; exit 1; }
 }
+
+# expect_reformed_on N TEXT: the job's metrics ($metrics) hold one
+# membership change, to N ranks, and TEXT (the ranks' output) a "done:"
+# line on N ranks and N equal parameter checksums.
+expect_reformed_on() {
+  local change
+  change=$(grep '"type":"membership"' "$metrics" || true)
+  echo "$change"
+  [ "$(wc -l <<<"$change")" = 1 ] && grep -q "\"world_size\":$1," <<<"$change" ||
+    { echo "FAIL: not one membership change to $1 ranks"; exit 1; }
+  grep -q "done: .* $1 ranks at the end" <<<"$2" || { echo "FAIL: no 'done:' line on $1 ranks"; exit 1; }
+  expect_equal_checksums "$2" "$1"
+}

@@ -52,10 +52,5 @@ wait "$srun_pid" || status=$?
 out=$(cat "$TEST_TMPDIR/srun.log")
 echo "$out"
 echo "srun ended with status $status (task 0 was killed)"
-change=$(grep '"type":"membership"' "$metrics" || true)
-echo "$change"
-[ "$(wc -l <<<"$change")" = 1 ] && grep -q '"world_size":3,' <<<"$change" ||
-  { echo "FAIL: not one membership change to 3 ranks"; exit 1; }
-grep -q "done: .* 3 ranks at the end" <<<"$out" || { echo "FAIL: no 'done:' line on 3 ranks"; exit 1; }
-expect_equal_checksums "$out" 3
+expect_reformed_on 3 "$out"
 echo "PASS: srun -N 2 --ntasks-per-node=2, task 0 killed: the other 3 tasks finished with equal parameters"
