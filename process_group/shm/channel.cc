@@ -372,53 +372,42 @@ uint32_t Channel::box_tag(size_t nbytes) const {
   return (ops_ & 0xfff) << 20 | reduction << 13 | static_cast<uint32_t>(nbytes);
 }
 
+// The lines of `box` that an op of `nbytes` fills: its data and seal.
+static const uint8_t* box_lines_from(const InlineBox& box, size_t nbytes) {
+  const uintptr_t first = reinterpret_cast<uintptr_t>(box.data + (kBoxBytes - nbytes));
+  return reinterpret_cast<const uint8_t*>(first & ~(kCacheLine - 1));
+}
+
 absl::Status Channel::publish_box(const void* data, size_t nbytes, const Deadline& deadline,
                                   int* box, uint32_t* step) {
   *box = static_cast<int>(boxes_used_++ & 1);
   if (absl::Status s = wait_all(box_free_after_[*box], deadline); !s.ok()) return s;
   InlineBox& mine = controls_[rank_]->boxes[*box];
   const uint32_t next = steps_ + 1;  // the step post() completes below
-  const uint32_t tag = box_tag(nbytes);
-  const uint8_t* src = static_cast<const uint8_t*>(data);
-  // Full lines with a copy of constant size (a few moves, no call).
-  int i = 0;
-  for (; nbytes >= kBoxLinePayload; ++i, src += kBoxLinePayload, nbytes -= kBoxLinePayload) {
-    BoxLine& line = mine.lines[i];
-    memcpy(line.payload, src, kBoxLinePayload);
-    line.op = tag;
-    line.step.store(next, std::memory_order_release);
-  }
-  if (nbytes > 0) {
-    BoxLine& line = mine.lines[i];
-    memcpy(line.payload, src, nbytes);
-    line.op = tag;
-    line.step.store(next, std::memory_order_release);
-  }
+  memcpy(mine.data + (kBoxBytes - nbytes), data, nbytes);
+  mine.seal.op = box_tag(nbytes);
+  // After the data's stores (release): a peer that sees the step sees them.
+  mine.seal.step.store(next, std::memory_order_release);
   *step = post();
   return absl::OkStatus();
 }
 
-bool Channel::box_ready(int peer, int box, uint32_t step, size_t nbytes) {
-  const InlineBox& theirs = controls_[peer]->boxes[box];
-  const int lines = static_cast<int>((nbytes + kBoxLinePayload - 1) / kBoxLinePayload);
-  // The last line's step only: the owner stores it last, with release
-  // ordering, so the lines before hold this op's data once it does. A
-  // waiter that polled every line would take each one from the owner
-  // while the owner writes the next, and make it take them back.
-  const bool ready = theirs.lines[lines - 1].step.load(std::memory_order_acquire) == step;
-  // The peer wrote its last line right before it posts `step`: everything
+bool Channel::box_ready(int peer, int box, uint32_t step) {
+  const bool ready =
+      controls_[peer]->boxes[box].seal.step.load(std::memory_order_acquire) == step;
+  // The peer sealed its box right before it posts `step`: everything
   // before that post is done, its reads of this rank's slots and boxes too.
   if (ready && static_cast<int32_t>(step - seen_[peer]) > 0) seen_[peer] = step;
   return ready;
 }
 
-bool Channel::poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin,
-                         PollClock clock, int64_t* seen_at) {
+bool Channel::poll_boxes(int box, uint32_t step, std::chrono::nanoseconds spin, PollClock clock,
+                         int64_t* seen_at) {
   // The clock read goes before the look: it does not wait for the line,
   // so the look that finds the data is not delayed by it.
   return poll_peers(spin, [&](int peer) {
     if (clock != nullptr) *seen_at = clock();
-    return box_ready(peer, box, step, nbytes);
+    return box_ready(peer, box, step);
   });
 }
 
@@ -426,24 +415,26 @@ absl::Status Channel::wait_boxes(int box, uint32_t step, size_t nbytes, const De
   const uint32_t tag = box_tag(nbytes);
   for (int k = 1; k < size_; ++k) {
     const int peer = (rank_ + k) % size_;
-    if (!box_ready(peer, box, step, nbytes)) {
-      // Spin on the box first (the data comes with the step); then the
-      // counter's wait, which yields, sleeps, and gives up at the deadline
-      // or when the peer is gone (the peer posts right after its box).
+    if (!box_ready(peer, box, step)) {
+      // Spin on the seal first (the data's last line comes with it); then
+      // the counter's wait, which yields, sleeps, and gives up at the
+      // deadline or when the peer is gone (the peer posts right after
+      // sealing its box).
       SpinTimer timer(policy_.spin);
       const bool ready = !peer_on_this_cpu(peer) &&
-                         spin_until(timer, [&] { return box_ready(peer, box, step, nbytes); });
+                         spin_until(timer, [&] { return box_ready(peer, box, step); });
       if (!ready) {
         if (absl::Status s = wait_for(peer, step, deadline); !s.ok()) return s;
       }
     }
     const InlineBox& theirs = controls_[peer]->boxes[box];
-    // Every line of the box asked for at once (its last line is here
-    // already): the reads below would take them one miss after another.
-    for (size_t i = 0; i * kBoxLinePayload < nbytes; ++i) {
-      _mm_prefetch(reinterpret_cast<const char*>(&theirs.lines[i]), _MM_HINT_T0);
+    // Every line of the data asked for at once (the seal's is here
+    // already): the reduction would take them one miss after another.
+    const uint8_t* end = reinterpret_cast<const uint8_t*>(&theirs.seal);
+    for (const uint8_t* line = box_lines_from(theirs, nbytes); line < end; line += kCacheLine) {
+      _mm_prefetch(reinterpret_cast<const char*>(line), _MM_HINT_T0);
     }
-    if (box_ready(peer, box, step, nbytes) && theirs.lines[0].op == tag) {
+    if (box_ready(peer, box, step) && theirs.seal.op == tag) {
       checked_[peer] = ops_;
       continue;
     }
@@ -464,17 +455,10 @@ absl::Status Channel::wait_boxes(int box, uint32_t step, size_t nbytes, const De
 
 void Channel::prepare_next_box(int box, size_t nbytes) const {
   const InlineBox& next = controls_[rank_]->boxes[box ^ 1];
-  for (size_t i = 0; i * kBoxLinePayload < nbytes; ++i) prefetch_for_write(&next.lines[i]);
-}
-
-void Channel::read_box(int owner, int box, size_t nbytes, void* out) const {
-  const InlineBox& theirs = controls_[owner]->boxes[box];
-  uint8_t* dst = static_cast<uint8_t*>(out);
-  int i = 0;
-  for (; nbytes >= kBoxLinePayload; ++i, dst += kBoxLinePayload, nbytes -= kBoxLinePayload) {
-    memcpy(dst, theirs.lines[i].payload, kBoxLinePayload);
+  const uint8_t* end = reinterpret_cast<const uint8_t*>(&next + 1);
+  for (const uint8_t* line = box_lines_from(next, nbytes); line < end; line += kCacheLine) {
+    prefetch_for_write(line);
   }
-  if (nbytes > 0) memcpy(dst, theirs.lines[i].payload, nbytes);
 }
 
 absl::Status Channel::wait_all(uint32_t step, const Deadline& deadline) {

@@ -179,20 +179,23 @@ class Channel {
   // found the data (a caller that records when its op completed gets that
   // moment from the wait it makes anyway, without a read after it).
   using PollClock = int64_t (*)();
-  bool poll_boxes(int box, uint32_t step, size_t nbytes, std::chrono::nanoseconds spin,
+  bool poll_boxes(int box, uint32_t step, std::chrono::nanoseconds spin,
                   PollClock clock = nullptr, int64_t* seen_at = nullptr);
   // Waits until every peer's `box` holds its data of `step` for this op (a
   // peer that runs another op fails it, as wait_for() does).
   absl::Status wait_boxes(int box, uint32_t step, size_t nbytes, const Deadline& deadline);
   // Once every peer's `box` of this op was seen (wait_boxes), each peer has
   // read this rank's other box for the last time until this rank rewrites
-  // it in its next box op: takes its first `nbytes` for writing
+  // it in its next box op: takes the lines `nbytes` would fill for writing
   // (PREFETCHW), so that the next op's stores find them here instead of
   // waiting for the peers to give them up. After the op's reads of the
   // peers' boxes, whose line requests it would otherwise queue behind.
   void prepare_next_box(int box, size_t nbytes) const;
-  // Copies `owner`'s data from `box` (waited for) to `out`.
-  void read_box(int owner, int box, size_t nbytes, void* out) const;
+  // `owner`'s `nbytes` in `box` (waited for), to be read in place until
+  // this rank posts its next step.
+  const void* box_data(int owner, int box, size_t nbytes) const {
+    return controls_[owner]->boxes[box].data + (kBoxBytes - nbytes);
+  }
   // The box is free once every rank has posted `step`.
   void release_box(int box, uint32_t step) { box_free_after_[box] = step; }
 
@@ -200,9 +203,9 @@ class Channel {
   // Whether `peer` has done its part of `step`: posted it, or (seen in its
   // box) done everything that comes before posting it.
   bool reached(int peer, uint32_t step);
-  // Whether `peer`'s `box` holds its data of `step` (every line of it).
-  bool box_ready(int peer, int box, uint32_t step, size_t nbytes);
-  // The tag of the current op in a box line: its number and size (an
+  // Whether `peer`'s `box` holds its data of `step` (its seal says so).
+  bool box_ready(int peer, int box, uint32_t step);
+  // The tag of the current op in a box's seal: its number and size (an
   // allreduce of this channel's reduction), so ranks compare ops there.
   uint32_t box_tag(size_t nbytes) const;
   // Whether ready(peer) holds for every peer, spinning up to `spin` for it

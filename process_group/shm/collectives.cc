@@ -234,31 +234,27 @@ absl::Status SmallAllreduce::begin(const Deadline& deadline) {
 bool SmallAllreduce::peers_ready(std::chrono::nanoseconds spin, Channel::PollClock clock,
                                  int64_t* seen_at) {
   if (done_) return true;
-  return in_box_ ? ch_.poll_boxes(slot_, copied_, count_ * r_.element_bytes, spin, clock, seen_at)
+  return in_box_ ? ch_.poll_boxes(slot_, copied_, spin, clock, seen_at)
                  : ch_.poll_all(copied_, spin);
 }
 
 absl::Status SmallAllreduce::finish_from_boxes(const Deadline& deadline) {
   const size_t nbytes = count_ * r_.element_bytes;
   RETURN_IF_ERROR(ch_.wait_boxes(slot_, copied_, nbytes, deadline));
-  // In rank order, as from the slots: ((box 0 op box 1) op box 2) ...
-  // This rank's term is its input itself (what its box holds), read in
-  // place; each peer's is copied out of the box's lines into one run for
-  // the reduction. The last reduction writes the output: by then this
-  // rank's input has been read (or is that reduction's operand, which the
-  // reduction may overwrite). On 2 ranks that is one copy and one
-  // reduction.
-  alignas(kCacheLine) uint8_t sum[kBoxBytes];
-  alignas(kCacheLine) uint8_t next[kBoxBytes];
+  // In rank order, as from the slots: ((term 0 op term 1) op term 2) ...
+  // This rank's term is its input itself (what its box holds), each peer's
+  // its box, both read in place. A step writes the output once this rank's
+  // input has been read (or is that step's operand, which the reduction
+  // may overwrite); the steps before, on more than 2 ranks, write `partial`.
+  // On 2 ranks that is one reduction and no copy.
+  alignas(kCacheLine) uint8_t partial[kBoxBytes];
   const int me = ch_.rank(), n = ch_.size();
   auto term = [&](int k) -> const void* {
-    if (k == me) return data_;
-    ch_.read_box(k, slot_, nbytes, next);
-    return next;
+    return k == me ? data_ : ch_.box_data(k, slot_, nbytes);
   };
-  const void* acc = me == 0 ? data_ : (ch_.read_box(0, slot_, nbytes, sum), sum);
+  const void* acc = term(0);
   for (int k = 1; k < n; ++k) {
-    void* dst = k == n - 1 ? data_ : sum;
+    void* dst = k >= me ? data_ : partial;
     r_.fn(dst, acc, term(k), count_);
     acc = dst;
   }

@@ -17,7 +17,7 @@ namespace ddpx {
 namespace shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x6464707873686d31ULL;  // "ddpxshm1"
-inline constexpr uint32_t kLayoutVersion = 5;  // 5: boxes of kBoxLines = 74
+inline constexpr uint32_t kLayoutVersion = 6;  // 6: boxes sealed at their end
 inline constexpr size_t kCacheLine = 64;
 inline constexpr size_t kPage = 4096;
 
@@ -61,27 +61,31 @@ struct alignas(kCacheLine) CpuLine {
   std::atomic<int32_t> value;
 };
 
-// One line of an inline box: a piece of a small allreduce's data and the
-// step that publishes it, so that the peer that sees the step has the data
-// in the same cache-line transfer (through a staging slot it would take a
-// second one, for the slot's line, after the one for the step counter).
-inline constexpr size_t kBoxLinePayload = 56;
-struct alignas(kCacheLine) BoxLine {
-  // Written last, with release; peers poll the last line of the op's data.
+// An inline box: a small allreduce's data as one run that ends where the
+// box's seal (the step that publishes it, and the op's tag) begins, so the
+// line a peer polls, the seal's, brings the data's last 56 bytes with it,
+// and the lines before it hold nothing but data. The seal's place is fixed,
+// so it never holds data of an earlier op that could pass for a seal. Data
+// and seal go out in one copy and one store, and the peers reduce the run
+// where it is (through a staging slot a peer would first take the step
+// counter's line and only then ask for the data's; here the last of them
+// comes with the step).
+struct BoxSeal {
+  // Stored last, with release; peers poll it.
   std::atomic<uint32_t> step;
-  uint32_t op;                 // Channel's tag of the op (its number and what it is)
-  uint8_t payload[kBoxLinePayload];
+  uint32_t op;  // Channel's tag of the op (its number and what it is)
 };
-static_assert(sizeof(BoxLine) == kCacheLine, "one line");
-
-// Enough lines for 4 KiB: up to there the box's one transfer per line
-// (step and data together) beats a slot's, whose reader first takes the
-// step counter's line and only then asks for the data lines.
-inline constexpr int kBoxLines = 74;
-inline constexpr size_t kBoxBytes = kBoxLines * kBoxLinePayload;  // 4144 B
-struct InlineBox {
-  BoxLine lines[kBoxLines];
+// Up to 4 KiB and a line's worth more: to there one transfer per line
+// beats a slot's, whose reader first takes the step counter's line.
+inline constexpr size_t kBoxBytes = 4096 + kCacheLine - sizeof(BoxSeal);  // 4152 B
+struct alignas(kCacheLine) InlineBox {
+  // An op's nbytes are data[kBoxBytes - nbytes, kBoxBytes): right-aligned,
+  // so every element sits at a multiple of its size (nbytes is one).
+  uint8_t data[kBoxBytes];
+  BoxSeal seal;
 };
+static_assert(sizeof(InlineBox) == kBoxBytes + sizeof(BoxSeal), "the seal ends the box");
+static_assert(sizeof(InlineBox) % kCacheLine == 0, "whole lines");
 
 struct ChannelControl {
   SignalLine signal;

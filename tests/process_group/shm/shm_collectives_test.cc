@@ -17,11 +17,12 @@ using rank_threads::local_gloo_options;
 using rank_threads::run_gloo_backends;
 using gloo_test::shm_options;
 
-// 1 element, less than a cache line per rank, one to five lines of the
-// inline boxes (56 B each; full and partial), a box's end (4144 B; with
-// the tests' 4 KiB slots a one-pass allreduce goes through the box up to
-// 4096 B), the one-pass limit's two sides, and several chunks of 4 KiB
-// slots (with a short last one).
+// 1 element, less than a cache line per rank, data that ends in the seal's
+// line or spans one to many lines of an inline box (right-aligned, any
+// start within a line), the box's end in these tests (4096 B of float: with
+// their 4 KiB slots a one-pass allreduce goes through the box up to there)
+// and past it (4144 B), the one-pass limit's two sides, and several chunks
+// of 4 KiB slots (with a short last one).
 const int64_t kCounts[] = {1,    5,    28,   50,   57,        518,       1024,
                            1036, 8191, 8193, 3 * 1024 + 17, 40 * 1024 + 3};
 
