@@ -38,7 +38,12 @@ and to collect times) and DeepSpeed's op. ddpx's columns share one warm tensor p
 sum keeps them zero); Gloo and DeepSpeed have their own. Rounds alternate
 the backends (the order rotates each round); each point of a round is the
 slowest rank's mean time per op over enough calls to fill --budget seconds
-and at least --min_calls calls; the figure is the median over rounds. The
+and at least --min_calls calls, taken in up to --batches batches of at
+least 100 calls whose median is kept (a batch that a stretch of load or a
+preemption hit does not move the point); at each size the columns' batches
+take turns (this VM's CPUs run at times several times slower for seconds,
+as the host moves them: taking turns meets every column alike); the figure
+is the median over rounds. The
 parent process hosts the store (it binds a free port and hands it to the
 ranks). The load average is printed at the start, between world sizes and
 at the end.
@@ -145,22 +150,44 @@ class Rank:
         dist.all_reduce(t, op=dist.ReduceOp.MAX, group=self.gloo)
         return t.item()
 
-    def time_per_op(self, fn, budget=None, max_iters=2000, loop=None, min_iters=2):
-        """The slowest rank's mean seconds per fn() over iterations that fill
-        `budget` seconds and number at least `min_iters` (every rank runs
-        the same count). `loop(n)`, if given, runs the n iterations itself
-        (the C++ floors)."""
+    def time_per_op(self, fn, budget=None, loop=None, min_iters=2):
+        """The slowest rank's mean seconds per fn() (time_alternating's rule,
+        for one column)."""
+        return self.time_alternating({"": (fn, loop)}, budget, min_iters)[""]
+
+    def time_alternating(self, columns, budget=None, min_iters=2, max_iters=50000,
+                         min_batch=100):
+        """For each column name -> (fn, loop): the slowest rank's mean seconds
+        per fn() over iterations that fill `budget` seconds and number at
+        least `min_iters` (every rank runs the same count), in up to
+        --batches batches of at least `min_batch` iterations: the median
+        batch. The
+        columns' batches take turns, so that a stretch of load, or the host
+        moving this VM's CPUs, meets every column alike. `loop(n)`, if given,
+        runs the n iterations itself (the C++ floors)."""
         budget = budget or self.args.budget
-        loop = loop or (lambda n: [fn() for _ in range(n)])
-        loop(1)
-        start = time.perf_counter()
-        loop(1)
-        estimate = self._slowest(time.perf_counter() - start)
-        iters = max(min_iters, min(max_iters, int(budget / max(estimate, 1e-7))))
-        dist.barrier(group=self.gloo)
-        start = time.perf_counter()
-        loop(iters)
-        return self._slowest((time.perf_counter() - start) / iters)
+        loops, batches = {}, {}
+        for name, (fn, loop) in columns.items():
+            loop = loop or (lambda n, fn=fn: [fn() for _ in range(n)])
+            loop(1)
+            start = time.perf_counter()
+            loop(1)
+            estimate = self._slowest(time.perf_counter() - start)
+            iters = max(min_iters, min(max_iters, int(budget / max(estimate, 1e-7))))
+            count = max(1, min(self.args.batches, iters // min_batch))
+            loops[name] = loop
+            batches[name] = [iters // count] * count
+        means = {name: [] for name in columns}
+        for i in range(max(len(b) for b in batches.values())):
+            for name, loop in loops.items():
+                if i >= len(batches[name]):
+                    continue
+                n = batches[name][i]
+                dist.barrier(group=self.gloo)
+                start = time.perf_counter()
+                loop(n)
+                means[name].append(self._slowest((time.perf_counter() - start) / n))
+        return {name: statistics.median(m) for name, m in means.items()}
 
 
 def allreduce_fn(r, backend, t):
@@ -204,14 +231,11 @@ def bench_collectives(r, out):
     for rnd in range(r.args.rounds):
         order = backends[rnd % len(backends):] + backends[:rnd % len(backends)]
         for s in SIZES:
-            for b in order:
-                t = r.time_per_op(allreduce_fn(r, b, tensors[(owners[b], s)]),
-                                  min_iters=r.args.min_calls)
-                out.setdefault(("all_reduce", b, s), []).append(t)
-            for f in FLOORS:
-                t = r.time_per_op(None, loop=floor_loop(r, f, tensors[("ddpx", s)]),
-                                  min_iters=r.args.min_calls)
-                out.setdefault(("all_reduce", f, s), []).append(t)
+            columns = {b: (allreduce_fn(r, b, tensors[(owners[b], s)]), None) for b in order}
+            columns.update({f: (None, floor_loop(r, f, tensors[("ddpx", s)])) for f in FLOORS})
+            times = r.time_alternating(columns, min_iters=r.args.min_calls)
+            for name, t in times.items():
+                out.setdefault(("all_reduce", name, s), []).append(t)
         solo = torch.zeros(2)
         t = r.time_per_op(lambda: dist.all_reduce(solo, group=r.solo))
         out.setdefault((PYTHON_PATH, "ddpx", 8), []).append(t)
@@ -256,8 +280,9 @@ def bench_ddp_step(r, out):
 
     for rnd in range(r.args.rounds):
         order = ["ddpx", "gloo"] if rnd % 2 == 0 else ["gloo", "ddpx"]
-        for b in order:
-            t = r.time_per_op(lambda: step(b), budget=4 * r.args.budget, max_iters=50)
+        columns = {b: (lambda b=b: step(b), None) for b in order}
+        times = r.time_alternating(columns, budget=4 * r.args.budget, max_iters=50, min_batch=2)
+        for b, t in times.items():
             out.setdefault(("ddp_step", b, 0), []).append(t)
 
 
@@ -372,6 +397,8 @@ def main():
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--budget", type=float, default=0.15,
                    help="seconds of iterations per point and round")
+    p.add_argument("--batches", type=int, default=5,
+                   help="batches per point and round, the median kept (small ops)")
     p.add_argument("--min_calls", type=int, default=10,
                    help="all_reduce calls per point and round at least (the large sizes)")
     p.add_argument("--no_deepspeed", action="store_true", help="leave DeepSpeed's column out")
