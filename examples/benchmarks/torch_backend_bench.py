@@ -39,7 +39,7 @@ sum keeps them zero); Gloo and DeepSpeed have their own. Rounds alternate
 the backends (the order rotates each round); each point of a round is the
 slowest rank's mean time per op over enough calls to fill --budget seconds
 and at least --min_calls calls, taken in up to --batches batches of at
-least 100 calls whose median is kept (a batch that a stretch of load or a
+least 2 calls whose median is kept (a batch that a stretch of load or a
 preemption hit does not move the point); at each size the columns' batches
 take turns (this VM's CPUs run at times several times slower for seconds,
 as the host moves them: taking turns meets every column alike); the figure
@@ -155,18 +155,16 @@ class Rank:
         for one column)."""
         return self.time_alternating({"": (fn, loop)}, budget, min_iters)[""]
 
-    def time_alternating(self, columns, budget=None, min_iters=2, max_iters=50000,
-                         min_batch=100):
+    def time_alternating(self, columns, budget=None, min_iters=2, max_iters=50000):
         """For each column name -> (fn, loop): the slowest rank's mean seconds
         per fn() over iterations that fill `budget` seconds and number at
         least `min_iters` (every rank runs the same count), in up to
-        --batches batches of at least `min_batch` iterations: the median
-        batch. The
+        --batches batches of at least 2 iterations: the median batch. The
         columns' batches take turns, so that a stretch of load, or the host
         moving this VM's CPUs, meets every column alike. `loop(n)`, if given,
         runs the n iterations itself (the C++ floors)."""
         budget = budget or self.args.budget
-        loops, batches = {}, {}
+        loops, batches, warm = {}, {}, {}
         for name, (fn, loop) in columns.items():
             loop = loop or (lambda n, fn=fn: [fn() for _ in range(n)])
             loop(1)
@@ -174,9 +172,14 @@ class Rank:
             loop(1)
             estimate = self._slowest(time.perf_counter() - start)
             iters = max(min_iters, min(max_iters, int(budget / max(estimate, 1e-7))))
-            count = max(1, min(self.args.batches, iters // min_batch))
+            count = max(1, min(self.args.batches, iters // 2))
             loops[name] = loop
             batches[name] = [iters // count] * count
+            # Each batch starts after a barrier through Gloo, the ranks idle
+            # in it; ~2 ms of untimed calls first bring the CPUs back (a
+            # column that follows Gloo's would otherwise pay for waking
+            # them, one that follows a busy column not).
+            warm[name] = int(2e-3 / estimate) if estimate < 1e-3 else 0
         means = {name: [] for name in columns}
         for i in range(max(len(b) for b in batches.values())):
             for name, loop in loops.items():
@@ -184,6 +187,8 @@ class Rank:
                     continue
                 n = batches[name][i]
                 dist.barrier(group=self.gloo)
+                if warm[name] > 0:
+                    loop(warm[name])
                 start = time.perf_counter()
                 loop(n)
                 means[name].append(self._slowest((time.perf_counter() - start) / n))
@@ -281,7 +286,7 @@ def bench_ddp_step(r, out):
     for rnd in range(r.args.rounds):
         order = ["ddpx", "gloo"] if rnd % 2 == 0 else ["gloo", "ddpx"]
         columns = {b: (lambda b=b: step(b), None) for b in order}
-        times = r.time_alternating(columns, budget=4 * r.args.budget, max_iters=50, min_batch=2)
+        times = r.time_alternating(columns, budget=4 * r.args.budget, max_iters=50)
         for b, t in times.items():
             out.setdefault(("ddp_step", b, 0), []).append(t)
 
