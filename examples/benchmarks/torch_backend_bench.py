@@ -11,8 +11,8 @@ for like, in one run:
         alone, summing over the whole world, synchronous, no Work: the
         deepspeed keys of RESULT; python/csrc/inference_all_reduce.cc)
 
-    bazel run -c opt //examples/benchmarks:torch_backend_bench -- --rounds 3
-    python3 examples/benchmarks/torch_backend_bench.py [--ranks 2,4] [--rounds 5]
+    bazel run -c opt //examples/benchmarks:torch_backend_bench
+    python3 examples/benchmarks/torch_backend_bench.py [--ranks 2,4] [--rounds 5] [--batches 5]
 
 For 2 and 4 ranks (real processes on this host, one torch thread each):
   - all_reduce (SUM, float32) from 8 B to 64 MiB: dist.all_reduce on ddpx

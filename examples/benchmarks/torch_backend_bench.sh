@@ -5,7 +5,7 @@
 # (//python:ddpx_torch in the runfiles) and the python3 torch lives in (or
 # $PYTHON). Arguments go to the script:
 #
-#   bazel run -c opt //examples/benchmarks:torch_backend_bench -- --rounds 3
+#   bazel run -c opt //examples/benchmarks:torch_backend_bench
 set -euo pipefail
 runfiles="${RUNFILES_DIR:-$0.runfiles}/ddpx"
 export PYTHONPATH="$runfiles/python${PYTHONPATH:+:$PYTHONPATH}"
