@@ -167,14 +167,19 @@ void StepLog::write(const StepReport& step, const JsonLine& line) {
   window_wait_ += step.comm_wait_s;
   ++window_steps_;
   if (window_steps_ < log_every_ && step.step_in_epoch + 1 != step.steps_per_epoch) return;
+  // No ratio where nothing was sent (a hierarchical hook whose ranks all
+  // share one host counts only bytes between hosts): "0.0x" would read as
+  // a compression that loses everything.
+  const std::string ratio = step.bytes_sent > 0 && step.compression_ratio > 0
+                                ? absl::StrFormat("%.1fx", step.compression_ratio)
+                                : std::string("-");
   live_.update(absl::StrFormat(
       "epoch %lld/%lld step %lld/%lld | %.0f samples/s | loss %.4f | "
-      "sent %s/step | ratio %.1fx | comm wait %.1f ms/step",
+      "sent %s/step | ratio %s | comm wait %.1f ms/step",
       (long long)step.epoch + 1, (long long)step.epochs, (long long)step.step_in_epoch + 1,
       (long long)step.steps_per_epoch,
       step.world_size * step.batch_size * window_steps_ / window_time_, step.loss,
-      human_bytes(double(step.bytes_sent)), step.compression_ratio,
-      1000 * window_wait_ / window_steps_));
+      human_bytes(double(step.bytes_sent)), ratio, 1000 * window_wait_ / window_steps_));
   restart_window();
 }
 

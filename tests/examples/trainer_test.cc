@@ -76,6 +76,29 @@ TEST(StepLogTest, WritesEveryStepsJsonAndAProgressLineEveryLogEveryAndAtTheEpoch
                       R"("gradient_bytes":8000,"compression_ratio":4,"lr":0.5,"wall_s":3})");
 }
 
+TEST(StepLogTest, SaysNoRatioWhereNothingWasSent) {
+  // A hierarchical hook on one host sends nothing between hosts.
+  const std::string path = ::testing::TempDir() + "/step_log_nothing_sent.jsonl";
+  std::remove(path.c_str());
+  MetricsWriter metrics;
+  ASSERT_TRUE(metrics.open(path).ok());
+  LiveLine live;
+  StepLog log(metrics, live, /*log_every=*/1);
+  StepReport step;
+  step.epochs = 1;
+  step.steps_per_epoch = 2;
+  step.world_size = 2;
+  step.batch = step.batch_size = 10;
+  step.gradient_bytes = 8000;
+  step.step_time_s = 0.1;
+  ::testing::internal::CaptureStdout();
+  log.write(step);
+  const std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_EQ(out,
+            "epoch 1/1 step 1/2 | 200 samples/s | loss 0.0000 | sent 0 B/step | ratio - | "
+            "comm wait 0.0 ms/step\n");
+}
+
 // examples/benchmarks/elastic.sh reads these fields by their order
 // ("joined" before "step").
 TEST(MembershipReportTest, PrintsTheChangeAndWritesItsJsonLine) {
