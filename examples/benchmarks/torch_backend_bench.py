@@ -174,18 +174,18 @@ class Rank:
             iters = max(min_iters, min(max_iters, int(budget / max(estimate, 1e-7))))
             count = max(1, min(self.args.batches, iters // 2))
             loops[name] = loop
-            batches[name] = [iters // count] * count
+            batches[name] = (count, iters // count)  # (batches, calls in each)
             # Each batch starts after a barrier through Gloo, the ranks idle
             # in it; ~2 ms of untimed calls first bring the CPUs back (a
             # column that follows Gloo's would otherwise pay for waking
             # them, one that follows a busy column not).
             warm[name] = int(2e-3 / estimate) if estimate < 1e-3 else 0
         means = {name: [] for name in columns}
-        for i in range(max(len(b) for b in batches.values())):
+        for i in range(max(count for count, _ in batches.values())):
             for name, loop in loops.items():
-                if i >= len(batches[name]):
+                count, n = batches[name]
+                if i >= count:
                     continue
-                n = batches[name][i]
                 dist.barrier(group=self.gloo)
                 if warm[name] > 0:
                     loop(warm[name])
@@ -403,7 +403,7 @@ def main():
     p.add_argument("--budget", type=float, default=0.15,
                    help="seconds of iterations per point and round")
     p.add_argument("--batches", type=int, default=5,
-                   help="batches per point and round, the median kept (small ops)")
+                   help="batches per point and round (of at least 2 calls), the median kept")
     p.add_argument("--min_calls", type=int, default=10,
                    help="all_reduce calls per point and round at least (the large sizes)")
     p.add_argument("--no_deepspeed", action="store_true", help="leave DeepSpeed's column out")

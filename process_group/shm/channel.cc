@@ -374,7 +374,7 @@ uint32_t Channel::box_tag(size_t nbytes) const {
 
 // The lines of `box` that an op of `nbytes` fills: its data and seal.
 static const uint8_t* box_lines_from(const InlineBox& box, size_t nbytes) {
-  const uintptr_t first = reinterpret_cast<uintptr_t>(box.data + (kBoxBytes - nbytes));
+  const uintptr_t first = reinterpret_cast<uintptr_t>(box.run(nbytes));
   return reinterpret_cast<const uint8_t*>(first & ~(kCacheLine - 1));
 }
 
@@ -384,7 +384,7 @@ absl::Status Channel::publish_box(const void* data, size_t nbytes, const Deadlin
   if (absl::Status s = wait_all(box_free_after_[*box], deadline); !s.ok()) return s;
   InlineBox& mine = controls_[rank_]->boxes[*box];
   const uint32_t next = steps_ + 1;  // the step post() completes below
-  memcpy(mine.data + (kBoxBytes - nbytes), data, nbytes);
+  memcpy(mine.run(nbytes), data, nbytes);
   mine.seal.op = box_tag(nbytes);
   // After the data's stores (release): a peer that sees the step sees them.
   mine.seal.step.store(next, std::memory_order_release);

@@ -194,7 +194,7 @@ class Channel {
   // `owner`'s `nbytes` in `box` (waited for), to be read in place until
   // this rank posts its next step.
   const void* box_data(int owner, int box, size_t nbytes) const {
-    return controls_[owner]->boxes[box].data + (kBoxBytes - nbytes);
+    return controls_[owner]->boxes[box].run(nbytes);
   }
   // The box is free once every rank has posted `step`.
   void release_box(int box, uint32_t step) { box_free_after_[box] = step; }

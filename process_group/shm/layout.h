@@ -83,6 +83,10 @@ struct alignas(kCacheLine) InlineBox {
   // so every element sits at a multiple of its size (nbytes is one).
   uint8_t data[kBoxBytes];
   BoxSeal seal;
+
+  // Where the data of an op of `nbytes` begins.
+  uint8_t* run(size_t nbytes) { return data + (kBoxBytes - nbytes); }
+  const uint8_t* run(size_t nbytes) const { return data + (kBoxBytes - nbytes); }
 };
 static_assert(sizeof(InlineBox) == kBoxBytes + sizeof(BoxSeal), "the seal ends the box");
 static_assert(sizeof(InlineBox) % kCacheLine == 0, "whole lines");

@@ -32,6 +32,17 @@ TEST(JsonLineTest, EscapesStringsAndWritesNullForNonFinite) {
   EXPECT_EQ(l.str(), R"({"hook":"a\"b\\c","n":3,"x":0.5,"bad":null})");
 }
 
+// One epoch of `steps` steps, 2 ranks x 10 samples, 8 kB of gradients.
+StepReport one_epoch_of(int64_t steps) {
+  StepReport step;
+  step.epochs = 1;
+  step.steps_per_epoch = steps;
+  step.world_size = 2;
+  step.batch = step.batch_size = 10;
+  step.gradient_bytes = 8000;
+  return step;
+}
+
 TEST(StepLogTest, WritesEveryStepsJsonAndAProgressLineEveryLogEveryAndAtTheEpochsEnd) {
   const std::string path = ::testing::TempDir() + "/step_log_metrics.jsonl";
   std::remove(path.c_str());
@@ -39,13 +50,8 @@ TEST(StepLogTest, WritesEveryStepsJsonAndAProgressLineEveryLogEveryAndAtTheEpoch
   ASSERT_TRUE(metrics.open(path).ok());
   LiveLine live;  // stdout is no TTY under the test runner: one plain line each
   StepLog log(metrics, live, /*log_every=*/2);
-  StepReport step;
-  step.epochs = 1;
-  step.steps_per_epoch = 3;
-  step.world_size = 2;
-  step.batch = step.batch_size = 10;
+  StepReport step = one_epoch_of(3);
   step.bytes_sent = 2000;
-  step.gradient_bytes = 8000;
   step.compression_ratio = 4;
   step.lr = 0.5;
   ::testing::internal::CaptureStdout();
@@ -84,12 +90,7 @@ TEST(StepLogTest, SaysNoRatioWhereNothingWasSent) {
   ASSERT_TRUE(metrics.open(path).ok());
   LiveLine live;
   StepLog log(metrics, live, /*log_every=*/1);
-  StepReport step;
-  step.epochs = 1;
-  step.steps_per_epoch = 2;
-  step.world_size = 2;
-  step.batch = step.batch_size = 10;
-  step.gradient_bytes = 8000;
+  StepReport step = one_epoch_of(2);  // bytes_sent 0
   step.step_time_s = 0.1;
   ::testing::internal::CaptureStdout();
   log.write(step);
